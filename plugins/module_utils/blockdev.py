@@ -1,0 +1,500 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Block-device topology from sysfs, /proc/self/mountinfo and the udev database.
+
+Every function takes ``root`` (``/`` on a real host) so that tests can run them on a fake
+tree. Nothing here writes except :func:`write_read_ahead_kb`.
+
+Terms used throughout:
+
+* *kernel name*: ``nvme1n1``, ``sda2``, ``dm-3``, ``md127``, ``loop0``.
+* *governing device*: the device whose ``queue/read_ahead_kb`` decides how much the page
+  cache reads ahead for a filesystem. For a filesystem on a partition it is the whole disk
+  (partitions have no ``queue/``); for one on LVM, dm-crypt, multipath or md RAID it is the
+  ``dm-N``/``mdN`` device itself, not the disks beneath it.
+* *stable id*: a udev match that names the same device after a reboot, when ``nvme1n1``
+  may have become ``nvme2n1``: the NVMe serial (the EBS volume id on AWS), ``ID_SERIAL`` or
+  ``ID_WWN``, ``DM_UUID``/``DM_NAME``, ``MD_UUID``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import os
+import re
+import stat
+
+from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read_text, root_path
+
+# Filesystems that have no block device behind them. A path on one of them cannot be tuned.
+NON_BLOCK_FSTYPES = frozenset((
+    'tmpfs', 'ramfs', 'devtmpfs', 'proc', 'sysfs', 'cgroup', 'cgroup2', 'overlay', 'aufs',
+    'nfs', 'nfs4', 'cifs', 'smb3', 'smbfs', '9p', 'virtiofs', 'ceph', 'glusterfs', 'autofs',
+    'fuse', 'efivarfs', 'securityfs', 'debugfs', 'tracefs', 'mqueue', 'hugetlbfs', 'pstore',
+    'bpf', 'configfs', 'binfmt_misc', 'rpc_pipefs', 'nsfs', 'devpts', 'lustre', 'gpfs',
+))
+
+MAX_SYMLINK_HOPS = 40
+
+
+class BlockDeviceError(Exception):
+    """A target cannot be resolved or tuned. The message names the target and the fix."""
+
+
+class NotBlockBackedError(BlockDeviceError):
+    """A path lives on a filesystem with no block device (tmpfs, NFS, overlayfs, ...)."""
+
+
+class NoSuchDeviceError(BlockDeviceError):
+    """The device or path does not exist."""
+
+
+def _sys(root, *parts):
+    return root_path(root, os.path.join('/sys', *parts))
+
+
+def _read_attr(path):
+    text = read_text(path)
+    return None if text is None else text.strip()
+
+
+def exists(root, name):
+    return os.path.isdir(_sys(root, 'class/block', name))
+
+
+def device_dir(root, name):
+    """The device's real sysfs directory (partitions sit inside their disk's)."""
+    return os.path.realpath(_sys(root, 'class/block', name))
+
+
+def majmin(root, name):
+    return _read_attr(os.path.join(device_dir(root, name), 'dev'))
+
+
+def is_partition(root, name):
+    return os.path.exists(os.path.join(device_dir(root, name), 'partition'))
+
+
+def parent_disk(root, name):
+    """The whole disk that holds partition ``name``."""
+    return os.path.basename(os.path.dirname(device_dir(root, name)))
+
+
+def whole_disk(root, name):
+    return parent_disk(root, name) if is_partition(root, name) else name
+
+
+def _list(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def slaves(root, name):
+    return _list(os.path.join(device_dir(root, name), 'slaves'))
+
+
+def holders(root, name):
+    return _list(os.path.join(device_dir(root, name), 'holders'))
+
+
+def partitions(root, name):
+    """Partitions of disk ``name`` (sub-directories that carry a ``partition`` file)."""
+    base = device_dir(root, name)
+    return [p for p in _list(base) if os.path.exists(os.path.join(base, p, 'partition'))]
+
+
+def dm_info(root, name):
+    base = os.path.join(device_dir(root, name), 'dm')
+    if not os.path.isdir(base):
+        return None
+    return {'name': _read_attr(os.path.join(base, 'name')) or '',
+            'uuid': _read_attr(os.path.join(base, 'uuid')) or ''}
+
+
+def udev_db(root, name):
+    """Properties (``E:``) and symlinks (``S:``) of a device from the udev database."""
+    props, links = {}, []
+    mm = majmin(root, name)
+    text = read_text(root_path(root, '/run/udev/data/b%s' % mm)) if mm else None
+    for line in (text or '').splitlines():
+        if line.startswith('E:') and '=' in line:
+            key, value = line[2:].split('=', 1)
+            props[key] = value
+        elif line.startswith('S:'):
+            links.append(line[2:])
+    return props, links
+
+
+def device_type(root, name):
+    """One of ``part``, ``lvm``, ``crypt``, ``mpath``, ``dm``, ``md``, ``loop``, ``nvme``, ``disk``."""
+    if is_partition(root, name):
+        return 'part'
+    dm = dm_info(root, name)
+    if dm is not None:
+        uuid = dm['uuid']
+        if uuid.startswith('LVM-'):
+            return 'lvm'
+        if uuid.startswith('CRYPT-'):
+            return 'crypt'
+        if uuid.startswith('mpath-'):
+            return 'mpath'
+        return 'dm'
+    if os.path.isdir(os.path.join(device_dir(root, name), 'md')):
+        return 'md'
+    if name.startswith('loop'):
+        return 'loop'
+    if re.match(r'^nvme\d+n\d+$', name):
+        return 'nvme'
+    return 'disk'
+
+
+def nvme_attr(root, name, attr):
+    """An attribute of the NVMe controller behind namespace ``name`` (``serial``, ``model``)."""
+    return _read_attr(os.path.join(device_dir(root, name), 'device', attr))
+
+
+def lvm_names(root, name):
+    """(vg, lv) of an LVM logical volume, from the udev database or the dm name."""
+    props, _links = udev_db(root, name)
+    if props.get('DM_VG_NAME') and props.get('DM_LV_NAME'):
+        return props['DM_VG_NAME'], props['DM_LV_NAME']
+    dm = dm_info(root, name) or {'name': ''}
+    # dm names are "<vg>-<lv>" with every "-" inside either name doubled.
+    parts = re.split(r'(?<!-)-(?!-)', dm['name'])
+    if len(parts) != 2:
+        return None, None
+    return parts[0].replace('--', '-'), parts[1].replace('--', '-')
+
+
+def stable_id(root, name):
+    """A udev match for ``name`` that survives a reboot, or None.
+
+    Returns a dict with ``key`` (the udev match key, e.g. ``ENV{ID_SERIAL}``), ``value`` and
+    ``serial`` (the bare serial where there is one: the EBS volume id on AWS NVMe).
+    """
+    kind = device_type(root, name)
+    props, _links = udev_db(root, name)
+
+    def ident(key, value, serial=None):
+        return {'key': key, 'value': value, 'serial': serial}
+
+    if kind in ('lvm', 'crypt', 'mpath', 'dm'):
+        dm = dm_info(root, name)
+        uuid = props.get('DM_UUID') or dm['uuid']
+        if uuid:
+            return ident('ENV{DM_UUID}', uuid)
+        dmname = props.get('DM_NAME') or dm['name']
+        return ident('ENV{DM_NAME}', dmname) if dmname else None
+    if kind == 'md':
+        return ident('ENV{MD_UUID}', props['MD_UUID']) if props.get('MD_UUID') else None
+    if kind == 'loop':
+        backing = _read_attr(os.path.join(device_dir(root, name), 'loop', 'backing_file'))
+        return ident('ATTR{loop/backing_file}', backing) if backing else None
+    serial = props.get('ID_SERIAL_SHORT')
+    if kind == 'nvme' and not serial:
+        serial = nvme_attr(root, name, 'serial')
+    if props.get('ID_SERIAL'):
+        return ident('ENV{ID_SERIAL}', props['ID_SERIAL'], serial)
+    if props.get('ID_WWN'):
+        return ident('ENV{ID_WWN}', props['ID_WWN'], serial)
+    if kind == 'nvme' and serial:
+        # No udev database entry (udevd not running): match the controller's serial directly.
+        return ident('ATTRS{serial}', serial, serial)
+    own_serial = _read_attr(os.path.join(device_dir(root, name), 'serial'))
+    if own_serial:
+        return ident('ATTR{serial}', own_serial, own_serial)
+    return None
+
+
+def read_ahead_kb(root, name):
+    value = _read_attr(os.path.join(device_dir(root, name), 'queue', 'read_ahead_kb'))
+    return int(value) if value not in (None, '') else None
+
+
+def read_ahead_path(root, name):
+    return os.path.join(device_dir(root, name), 'queue', 'read_ahead_kb')
+
+
+def check_writable(root, name):
+    """Raise a BlockDeviceError with the fix when ``read_ahead_kb`` of ``name`` cannot be written."""
+    path = read_ahead_path(root, name)
+    if not os.path.exists(path):
+        raise BlockDeviceError('%s has no queue/read_ahead_kb (%s): only whole disks and dm/md devices '
+                               'have one.' % (name, path))
+    if os.access(path, os.W_OK):
+        return
+    mount = find_mount(root, '/sys', strict=False)
+    if mount and 'ro' in mount['options'].split(','):
+        raise BlockDeviceError('cannot set read-ahead inside a container: /sys is mounted read-only, so '
+                               '%s cannot be changed. Run this on the host (or a VM), not in a container.'
+                               % path)
+    if hasattr(os, 'geteuid') and os.geteuid() != 0:
+        raise BlockDeviceError('permission denied writing %s: changing read-ahead needs root. '
+                               'Use become: true.' % path)
+    raise BlockDeviceError('%s is not writable.' % path)
+
+
+def write_read_ahead_kb(root, name, kb):
+    """Set ``read_ahead_kb`` of ``name`` and return the value read back."""
+    path = read_ahead_path(root, name)
+    try:
+        with open(path, 'w') as f:
+            f.write('%d\n' % kb)
+    except (IOError, OSError) as e:
+        if e.errno == errno.EROFS:
+            raise BlockDeviceError('cannot set read-ahead inside a container: %s is on a read-only /sys. '
+                                   'Run this on the host (or a VM).' % path)
+        if e.errno in (errno.EACCES, errno.EPERM):
+            raise BlockDeviceError('permission denied writing %s: changing read-ahead needs root. '
+                                   'Use become: true.' % path)
+        raise BlockDeviceError('writing %d to %s failed: %s' % (kb, path, e))
+    return read_ahead_kb(root, name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Mounts and path resolution
+
+def _unescape_mount(field):
+    return re.sub(r'\\([0-7]{3})', lambda m: chr(int(m.group(1), 8)), field)
+
+
+def mounts(root):
+    """Parsed /proc/self/mountinfo entries, in mount order."""
+    entries = []
+    text = read_text(root_path(root, '/proc/self/mountinfo')) or ''
+    for line in text.splitlines():
+        fields = line.split()
+        if '-' not in fields or len(fields) < 7:
+            continue
+        sep = fields.index('-')
+        if len(fields) < sep + 3:
+            continue
+        entries.append({
+            'majmin': fields[2],
+            'mountpoint': _unescape_mount(fields[4]),
+            'options': fields[5],
+            'fstype': fields[sep + 1],
+            'source': _unescape_mount(fields[sep + 2]),
+        })
+    return entries
+
+
+def _within(path, mountpoint):
+    if mountpoint == '/':
+        return True
+    return path == mountpoint or path.startswith(mountpoint.rstrip('/') + '/')
+
+
+def find_mount(root, path, strict=True):
+    """The mount that holds absolute target path ``path`` (the last one stacked wins)."""
+    best = None
+    for entry in mounts(root):
+        if _within(path, entry['mountpoint']):
+            if best is None or len(entry['mountpoint']) >= len(best['mountpoint']):
+                best = entry
+    if best is None and strict:
+        raise BlockDeviceError('no mount found for %s in /proc/self/mountinfo.' % path)
+    return best
+
+
+def mount_points(root, name):
+    """Mount points of filesystems on ``name`` itself or on one of its partitions."""
+    wanted = set([majmin(root, name)] + [majmin(root, p) for p in partitions(root, name)])
+    return sorted(set(e['mountpoint'] for e in mounts(root) if e['majmin'] in wanted))
+
+
+def real_target_path(root, path):
+    """Resolve symlinks in target path ``path``; raise NoSuchDeviceError if it does not exist."""
+    full = root_path(root, path)
+    if not os.path.exists(full):
+        raise NoSuchDeviceError('path %s does not exist. Create it, or name the device with devices=.' % path)
+    real = os.path.realpath(full)
+    base = os.path.realpath(root)
+    if base != '/':
+        real = real[len(base):] or '/'
+    return real
+
+
+def device_for_path(root, path):
+    """Return (kernel name, mount entry) of the block device that backs ``path``'s filesystem."""
+    real = real_target_path(root, path)
+    mount = find_mount(root, real)
+    name = None
+    if mount['majmin'] and not mount['majmin'].startswith('0:'):
+        link = _sys(root, 'dev/block', mount['majmin'])
+        if os.path.exists(link):
+            name = os.path.basename(os.path.realpath(link))
+    if name is None and mount['source'].startswith('/dev/') and mount['fstype'] not in NON_BLOCK_FSTYPES:
+        try:
+            name = resolve_device(root, mount['source'])
+        except BlockDeviceError:
+            name = None
+    if name is None:
+        raise NotBlockBackedError(
+            '%s is on %s (%s, mounted at %s), which has no block device to tune. Point paths= at the '
+            'filesystem that holds the data, or set ignore_missing=true to skip it.'
+            % (path, mount['fstype'], mount['source'], mount['mountpoint']))
+    return name, mount
+
+
+def _follow(root, path):
+    """Follow symlinks of a target path inside ``root`` (absolute targets are re-rooted)."""
+    for _hop in range(MAX_SYMLINK_HOPS):
+        full = root_path(root, path)
+        if not os.path.islink(full):
+            return path
+        target = os.readlink(full)
+        if not target.startswith('/'):
+            target = os.path.normpath(os.path.join(os.path.dirname(path), target))
+        path = target
+    return path
+
+
+def _by_dm_name(root, dmname):
+    for name in _list(_sys(root, 'class/block')):
+        dm = dm_info(root, name)
+        if dm is not None and dm['name'] == dmname:
+            return name
+    return None
+
+
+def _by_udev_link(root, link):
+    for name in _list(_sys(root, 'class/block')):
+        if link in udev_db(root, name)[1]:
+            return name
+    return None
+
+
+def resolve_device(root, spec):
+    """Kernel name for a device given as a kernel name or a /dev path.
+
+    Accepts ``nvme1n1``, ``/dev/sdb``, ``/dev/mapper/vg-lv``, ``/dev/vg/lv`` and
+    ``/dev/disk/by-id/...`` links. Raises NoSuchDeviceError with a hint when nothing matches.
+    """
+    spec = spec.strip()
+    if not spec:
+        raise NoSuchDeviceError('an empty device name was given.')
+    if '/' not in spec:
+        if exists(root, spec):
+            return spec
+        raise NoSuchDeviceError('no such block device: %s (not in /sys/class/block). Check the name with '
+                                'lsblk.' % spec)
+    if not spec.startswith('/dev/'):
+        raise NoSuchDeviceError('device %s must be a kernel name (nvme1n1) or a /dev path; use paths= for '
+                                'a filesystem path.' % spec)
+    path = os.path.normpath(_follow(root, os.path.normpath(spec)))
+    full = root_path(root, path)
+    try:
+        st = os.stat(full)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISBLK(st.st_mode):
+        link = _sys(root, 'dev/block', '%d:%d' % (os.major(st.st_rdev), os.minor(st.st_rdev)))
+        if os.path.exists(link):
+            return os.path.basename(os.path.realpath(link))
+    # Fake trees and hosts without the /dev node: fall back to names and udev links.
+    rel = spec[len('/dev/'):]
+    candidates = []
+    if path.startswith('/dev/') and path.count('/') == 2:
+        candidates.append(os.path.basename(path))
+    for candidate in candidates:
+        if exists(root, candidate):
+            return candidate
+    if rel.startswith('mapper/'):
+        found = _by_dm_name(root, rel[len('mapper/'):])
+    elif rel.count('/') == 1 and not rel.startswith('disk/'):
+        vg, lv = rel.split('/')
+        found = _by_dm_name(root, '%s-%s' % (vg.replace('-', '--'), lv.replace('-', '--')))
+    else:
+        found = _by_udev_link(root, rel)
+    if found:
+        return found
+    raise NoSuchDeviceError('no such block device: %s. Check it with lsblk or ls -l %s.' % (spec, spec))
+
+
+def underlying_disks(root, name):
+    """The whole disks beneath a dm/md device (partitions mapped to their disks), in order."""
+    result = []
+    seen = set()
+
+    def walk(dev):
+        below = slaves(root, dev)
+        if not below:
+            disk = whole_disk(root, dev)
+            if disk != name and disk not in seen:
+                seen.add(disk)
+                result.append(disk)
+            return
+        for child in below:
+            walk(child)
+
+    if slaves(root, name):
+        walk(name)
+    return result
+
+
+def describe(root, name):
+    """Facts about one device, as returned by the modules."""
+    kind = device_type(root, name)
+    info = {
+        'name': name,
+        'path': '/dev/%s' % name,
+        'type': kind,
+        'majmin': majmin(root, name),
+        'read_ahead_kb': read_ahead_kb(root, name) if kind != 'part' else None,
+        'mount_points': mount_points(root, name),
+        'holders': holders(root, name),
+        'slaves': slaves(root, name),
+        'stable_id': stable_id(root, name),
+    }
+    dm = dm_info(root, name)
+    if dm is not None:
+        info['dm_name'] = dm['name']
+        info['dm_uuid'] = dm['uuid']
+        info['path'] = '/dev/mapper/%s' % dm['name'] if dm['name'] else info['path']
+    if kind == 'lvm':
+        vg, lv = lvm_names(root, name)
+        info['lvm'] = {'vg': vg, 'lv': lv}
+    if kind == 'nvme':
+        info['model'] = nvme_attr(root, name, 'model')
+    if kind == 'part':
+        info['disk'] = parent_disk(root, name)
+    return info
+
+
+# ---------------------------------------------------------------------------------------------
+# LVM: the read-ahead stored in VG metadata, applied at every activation.
+
+SECTORS_PER_KB = 2
+
+
+def kb_to_sectors(kb):
+    """KiB to the 512-byte sectors that ``blockdev --setra`` and ``lvchange -r`` take."""
+    return kb * SECTORS_PER_KB
+
+
+def lvs_read_ahead_args(lvs, vg, lv):
+    return [lvs, '--noheadings', '--nosuffix', '--units', 's', '-o', 'lv_read_ahead', '%s/%s' % (vg, lv)]
+
+
+def parse_lvs_read_ahead(output):
+    """``auto`` or an int number of sectors from ``lvs -o lv_read_ahead --units s`` output."""
+    text = (output or '').strip().lower()
+    if text.startswith('auto'):
+        return 'auto'
+    m = re.match(r'^(\d+)(?:\.\d+)?', text)
+    if not m:
+        raise BlockDeviceError('cannot parse the LVM read-ahead from lvs output %r.' % output)
+    return int(m.group(1))
+
+
+def lvchange_read_ahead_args(lvchange, vg, lv, value):
+    """``lvchange --readahead <sectors|auto> vg/lv``."""
+    return [lvchange, '--readahead', str(value), '%s/%s' % (vg, lv)]

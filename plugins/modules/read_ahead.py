@@ -1,0 +1,538 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: read_ahead
+short_description: Set block-device read-ahead at runtime and persistently, on the layer that counts
+version_added: 0.1.0
+description:
+  - Finds the block device that governs read-ahead for each target and sets its
+    C(queue/read_ahead_kb), then reads the value back from sysfs.
+  - A filesystem on a partition reads ahead by its whole disk (partitions have no C(queue/)).
+    A filesystem on LVM, dm-crypt, multipath or md RAID reads ahead by the C(dm-N) or C(mdN)
+    device itself, not by the disks beneath it. This module tunes that governing device.
+  - Persists the value with one owned udev rules file, one rule per device, matched by a
+    stable identity (the NVMe serial, which is the EBS volume id on AWS; C(ID_SERIAL) or
+    C(ID_WWN); C(DM_UUID) or C(DM_NAME); C(MD_UUID)), never by a kernel name such as
+    C(nvme1n1), which can change at the next boot.
+  - For an LVM logical volume it also stores the value in the VG metadata with
+    C(lvchange --readahead), so that LV activation does not reset it.
+  - The rules file records each device's original value, so O(state=absent) can restore it.
+  - Reports what else sets read-ahead on the device (conflicts), in particular a tuned profile
+    whose C([disk] readahead) (for example C(>4096) in C(throughput-performance), included by
+    C(virtual-guest)) raises the value again whenever tuned starts.
+author:
+  - aemops.os_tuning contributors
+options:
+  devices:
+    description:
+      - Block devices to tune, as kernel names (C(nvme1n1), C(dm-2)) or C(/dev) paths,
+        including C(/dev/mapper/*), C(/dev/<vg>/<lv>) and C(/dev/disk/by-id/*) links.
+      - A partition is resolved to its whole disk.
+    type: list
+    elements: str
+    default: []
+  paths:
+    description:
+      - Filesystem paths. Each is resolved to the block device behind its mount, then to the
+        governing device as described above.
+      - A path on a filesystem without a block device (tmpfs, NFS, overlayfs) is an error,
+        unless O(ignore_missing=true).
+    type: list
+    elements: path
+    default: []
+  read_ahead_kb:
+    description:
+      - The read-ahead in KiB, as in C(/sys/block/*/queue/read_ahead_kb) and tuned profiles.
+        Not in 512-byte sectors as C(blockdev --setra) takes it (32 KiB is 64 sectors).
+      - From 0 to 65536, and a multiple of the page size in KiB (4 on x86_64), because the
+        kernel keeps read-ahead in pages.
+      - Required when O(state=present).
+    type: int
+  persist:
+    description:
+      - Write the udev rule (and for an LV, the LVM metadata value) so that the value survives
+        a reboot. With V(false) only the running value changes.
+    type: bool
+    default: true
+  state:
+    description:
+      - V(present) sets the value. V(absent) removes this module's rules for the targets and
+        restores the original values recorded in the rules file, at runtime and in LVM.
+    type: str
+    choices: [present, absent]
+    default: present
+  underlying:
+    description:
+      - Also tune the whole disks beneath a dm or md device. The filesystem's read-ahead is
+        decided by the top device alone; this is for operators who want the whole stack alike.
+    type: bool
+    default: false
+  ignore_missing:
+    description:
+      - Skip, with a warning, targets that do not exist or have no block device, instead of
+        failing.
+    type: bool
+    default: false
+  rules_file:
+    description:
+      - The udev rules file this module owns. It is numbered to run after the rules that set
+        C(ID_SERIAL), C(DM_UUID) and C(MD_UUID).
+    type: path
+    default: /etc/udev/rules.d/90-aemops-read-ahead.rules
+notes:
+  - Check mode changes nothing and reports what would change; diff mode shows the rules file.
+  - Runs on the target's Python 2.7 (RHEL 7), 3.6 (RHEL 8 platform-python) and newer.
+  - Changing read-ahead needs root (C(become=true)) and a writable C(/sys), so not a container.
+  - tuned with C(throughput-performance) or C(virtual-guest) raises read-ahead to 4096 KiB on
+    NVMe (tuned 2.18 and later) and other disks when it starts. This module reports that as a
+    conflict; overriding tuned for the tuned devices is the job of the collection's tuned child profile.
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+seealso:
+  - name: Kernel queue sysfs documentation
+    description: C(read_ahead_kb) is the maximum number of kilobytes to read ahead for filesystems on the device.
+    link: https://www.kernel.org/doc/Documentation/block/queue-sysfs.txt
+'''
+
+EXAMPLES = r'''
+- name: Set 32 KiB read-ahead on the device that holds the AEM repository
+  aemops.os_tuning.read_ahead:
+    paths:
+      - /opt/aem/crx-quickstart/repository
+    read_ahead_kb: 32
+  become: true
+
+- name: Tune two EBS volumes by their stable links, runtime only
+  aemops.os_tuning.read_ahead:
+    devices:
+      - /dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol0123456789abcdef0
+      - /dev/mapper/vg_aem-lv_repo
+    read_ahead_kb: 32
+    persist: false
+  become: true
+
+- name: Tune the LV and the NVMe disks beneath it alike
+  aemops.os_tuning.read_ahead:
+    paths: [/srv/aem]
+    read_ahead_kb: 32
+    underlying: true
+  become: true
+
+- name: Back out, restoring the recorded original values
+  aemops.os_tuning.read_ahead:
+    paths:
+      - /opt/aem/crx-quickstart/repository
+    state: absent
+  become: true
+'''
+
+RETURN = r'''
+devices:
+  description: One entry per governing device that was tuned or restored.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Kernel name.
+      type: str
+      sample: dm-2
+    path:
+      description: Device path (C(/dev/mapper/<name>) for dm devices).
+      type: str
+      sample: /dev/mapper/vg_aem-lv_repo
+    type:
+      description: One of C(disk), C(nvme), C(lvm), C(crypt), C(mpath), C(dm), C(md), C(loop).
+      type: str
+      sample: lvm
+    targets:
+      description: The O(devices) and O(paths) entries that resolved to this device.
+      type: list
+      elements: str
+      sample: [/srv/aem/crx-quickstart/repository]
+    stable_id:
+      description: The udev match key and value used in the rule, and the bare serial where there is one (the EBS volume id).
+      type: dict
+      sample: {key: "ENV{DM_UUID}", value: "LVM-abc...", serial: null}
+    mount_points:
+      description: Mount points of filesystems on the device or its partitions.
+      type: list
+      elements: str
+    before_kb:
+      description: C(read_ahead_kb) read from sysfs before any change.
+      type: int
+      sample: 4096
+    after_kb:
+      description: C(read_ahead_kb) read back from sysfs at the end (the planned value in check mode).
+      type: int
+      sample: 32
+    rule:
+      description: The udev rule line for this device, or null when not persisted.
+      type: str
+    lvm:
+      description: For an LV, its VG and LV names and the LVM read-ahead before and after, in 512-byte sectors or C(auto).
+      type: dict
+      sample: {vg: vg_aem, lv: lv_repo, before: auto, after: 64}
+    conflicts:
+      description: Other settings that change this device's read-ahead, each with its C(source), C(file) or C(profile), and what it does.
+      type: list
+      elements: dict
+      sample:
+        - source: tuned
+          profile: throughput-performance
+          instance: disk
+          setting: ">4096"
+          effect: "tuned raises read-ahead to 4096 KiB when it starts or switches profile"
+rules_file:
+  description: Path of the owned udev rules file.
+  returned: always
+  type: str
+  sample: /etc/udev/rules.d/90-aemops-read-ahead.rules
+skipped:
+  description: Targets skipped because of O(ignore_missing), with the reason.
+  returned: always
+  type: list
+  elements: dict
+'''
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files, tuned, udev_rules
+
+ROOT = '/'
+MAX_READ_AHEAD_KB = 65536
+TUNED_PID_FILE = '/run/tuned/tuned.pid'
+
+
+class Plan(object):
+    """Resolved targets: an ordered map of governing device name to its entry."""
+
+    def __init__(self):
+        self.order = []
+        self.entries = {}
+        self.skipped = []
+
+    def add(self, name, target):
+        if name not in self.entries:
+            self.order.append(name)
+            self.entries[name] = {'targets': []}
+        if target not in self.entries[name]['targets']:
+            self.entries[name]['targets'].append(target)
+
+
+def validate(module):
+    p = module.params
+    kb = p['read_ahead_kb']
+    if p['state'] == 'present':
+        if kb is None:
+            module.fail_json(msg='read_ahead_kb is required with state=present, in KiB (for example 32).')
+        if kb < 0 or kb > MAX_READ_AHEAD_KB:
+            module.fail_json(msg='read_ahead_kb=%d is out of range: give KiB between 0 and %d (32 is the usual '
+                                 'value for AEM TarMK). Note blockdev --setra takes 512-byte sectors, not KiB.'
+                                 % (kb, MAX_READ_AHEAD_KB))
+        page_kb = max(1, os.sysconf('SC_PAGE_SIZE') // 1024) if hasattr(os, 'sysconf') else 4
+        if kb % page_kb:
+            module.fail_json(msg='read_ahead_kb=%d is not a multiple of the page size (%d KiB): the kernel keeps '
+                                 'read-ahead in pages and would store %d. Use a multiple of %d.'
+                                 % (kb, page_kb, kb - kb % page_kb, page_kb))
+    if not p['devices'] and not p['paths']:
+        module.fail_json(msg='nothing to tune: give devices= (kernel names or /dev paths) or paths= (filesystem paths).')
+    for spec in p['devices']:
+        if not spec or not spec.strip():
+            module.fail_json(msg='devices contains an empty entry; remove it.')
+    for path in p['paths']:
+        if not path or not path.startswith('/'):
+            module.fail_json(msg='paths entry %r is not an absolute path; give the full path, for example '
+                                 '/opt/aem/crx-quickstart/repository.' % path)
+
+
+def resolve(module, root):
+    """Resolve every target to its governing device; fail (having changed nothing) on errors."""
+    p = module.params
+    plan = Plan()
+    errors = []
+
+    def take(target, finder):
+        try:
+            name = finder()
+        except blockdev.BlockDeviceError as e:
+            if p['ignore_missing']:
+                plan.skipped.append({'target': target, 'reason': str(e)})
+                module.warn('skipping %s: %s' % (target, e))
+            else:
+                errors.append(str(e))
+            return
+        governing = blockdev.whole_disk(root, name)
+        plan.add(governing, target)
+        if p['underlying']:
+            for disk in blockdev.underlying_disks(root, governing):
+                plan.add(disk, target)
+
+    for spec in p['devices']:
+        take(spec, lambda spec=spec: blockdev.resolve_device(root, spec))
+    for path in p['paths']:
+        take(path, lambda path=path: blockdev.device_for_path(root, path)[0])
+    if errors:
+        module.fail_json(msg='; '.join(errors), changed=False)
+    return plan
+
+
+def tuned_context(module, root):
+    """What the active tuned profile does to disks, or None when tuned has no active profile."""
+    profiles = tuned.active_profiles(root)
+    if not profiles:
+        return None
+    version = None
+    tuned_adm = module.get_bin_path('tuned-adm')
+    if tuned_adm:
+        rc, out, err = module.run_command([tuned_adm, '--version'])
+        version = tuned.parse_version(out + err) if rc == 0 else None
+    pid = (files.read_text(files.root_path(root, TUNED_PID_FILE)) or '').strip()
+    running = bool(pid) and os.path.exists(files.root_path(root, '/proc/%s' % pid))
+    try:
+        units, _chain = tuned.effective_units(root, profiles)
+    except tuned.TunedProfileError as e:
+        module.warn('cannot read the active tuned profile to check for conflicts: %s' % e)
+        return None
+    return {'profiles': profiles, 'units': units, 'version': version, 'running': running}
+
+
+def device_conflicts(root, name, kind, kb, tuned_ctx, file_conflicts):
+    conflicts = []
+    if tuned_ctx is not None:
+        props = blockdev.udev_db(root, name)[0]
+        hit = tuned.read_ahead_for_device(tuned_ctx['units'], name, props)
+        if hit and hit['readahead'] and tuned.disk_plugin_covers(kind, version=tuned_ctx['version']):
+            setting = hit['readahead']
+            expected = tuned.expected_read_ahead(setting, kb)
+            if expected != kb:
+                conflicts.append({
+                    'source': 'tuned',
+                    'profile': hit['profile'],
+                    'active_profiles': tuned_ctx['profiles'],
+                    'instance': hit['instance'],
+                    'setting': setting['raw'],
+                    'running': tuned_ctx['running'],
+                    'effect': 'tuned sets read-ahead of %s to %d KiB when it starts or switches profile, and '
+                              '"tuned-adm verify" fails while it is %d' % (name, expected, kb),
+                })
+    conflicts.extend(file_conflicts)
+    return conflicts
+
+
+def lvm_state(module, root, name):
+    """{vg, lv, before} for an LV, or None. Uses lvs, which is read-only."""
+    vg, lv = blockdev.lvm_names(root, name)
+    if not vg or not lv:
+        return None
+    lvs = module.get_bin_path('lvs')
+    if not lvs:
+        module.warn('%s is an LVM volume but lvs is not installed; its LVM read-ahead is left alone.' % name)
+        return None
+    rc, out, err = module.run_command(blockdev.lvs_read_ahead_args(lvs, vg, lv))
+    if rc != 0:
+        module.fail_json(msg='lvs failed for %s/%s (%s): %s' % (vg, lv, name, err.strip() or out.strip()))
+    try:
+        before = blockdev.parse_lvs_read_ahead(out)
+    except blockdev.BlockDeviceError as e:
+        module.fail_json(msg=str(e))
+    return {'vg': vg, 'lv': lv, 'before': before, 'after': before}
+
+
+def lvchange(module, lvm, value):
+    lvchange_bin = module.get_bin_path('lvchange', required=True)
+    rc, out, err = module.run_command(blockdev.lvchange_read_ahead_args(lvchange_bin, lvm['vg'], lvm['lv'], value))
+    if rc != 0:
+        module.fail_json(msg='lvchange --readahead %s %s/%s failed: %s' % (value, lvm['vg'], lvm['lv'],
+                                                                          err.strip() or out.strip()))
+    lvm['after'] = value
+
+
+def udev_apply(module, root, names, rules_path):
+    """Reload udev rules and replay change events for ``names`` so the new rules take effect."""
+    udevadm = module.get_bin_path('udevadm')
+    if not udevadm:
+        module.warn('udevadm not found: %s takes effect at the next boot.' % rules_path)
+        return
+    module.run_command([udevadm, 'control', '--reload'], check_rc=True)
+    if not os.path.exists(files.root_path(root, '/run/udev/control')) or not names:
+        return  # udevd is not running (a chroot or container): nothing to trigger.
+    cmd = [udevadm, 'trigger', '--action=change', '--subsystem-match=block']
+    for name in names:
+        cmd.append('--sysname-match=%s' % name)
+    module.run_command(cmd, check_rc=True)
+    module.run_command([udevadm, 'settle', '--timeout=30'])
+
+
+def run(module, root):
+    p = module.params
+    validate(module)
+    plan = resolve(module, root)
+    present = p['state'] == 'present'
+    kb = p['read_ahead_kb']
+    rules_path = p['rules_file']
+    rules_full = files.root_path(root, rules_path)
+
+    before_text = files.read_text(rules_full)
+    try:
+        rules, baselines = udev_rules.parse(before_text, rules_path)
+    except udev_rules.RulesFileError as e:
+        module.fail_json(msg=str(e))
+    new_rules, new_baselines = dict(rules), dict(baselines)
+
+    tuned_ctx = tuned_context(module, root) if present else None
+    file_conflicts = [dict(c, source='udev rule') for c in udev_rules.competing_rules(root, rules_path)]
+    file_conflicts += [dict(c, source='rc.local') for c in udev_rules.rc_local_setra(root)]
+
+    results = []
+    runtime_changes = []  # (entry, value)
+    lvm_changes = []  # (entry, value)
+    for name in plan.order:
+        entry = plan.entries[name]
+        kind = blockdev.device_type(root, name)
+        before = blockdev.read_ahead_kb(root, name)
+        if before is None:
+            module.fail_json(msg='%s has no queue/read_ahead_kb in sysfs; it cannot be tuned.' % name)
+        sid = blockdev.stable_id(root, name)
+        match = udev_rules.match_clause(sid)
+        entry.update({
+            'name': name,
+            'path': blockdev.describe(root, name)['path'],
+            'type': kind,
+            'stable_id': sid,
+            'mount_points': blockdev.mount_points(root, name),
+            'before_kb': before,
+            'after_kb': before,
+            'rule': None,
+            'conflicts': [],
+        })
+        lvm = lvm_state(module, root, name) if kind == 'lvm' else None
+        if lvm is not None:
+            entry['lvm'] = lvm
+        if present:
+            target = kb
+            if p['persist']:
+                if match is None:
+                    module.fail_json(msg='%s (%s) has no stable identity (no serial, WWN, DM UUID or MD UUID) to '
+                                         'match in a udev rule, and kernel names can change at boot. Give the disk a '
+                                         'serial, or set persist=false to change only the running value.'
+                                         % (name, kind))
+                new_rules[match] = kb
+                entry['rule'] = udev_rules.render_rule(match, kb)
+                if match not in new_baselines:
+                    new_baselines[match] = {'match': match, 'device': name, 'read_ahead_kb': before,
+                                            'lvm_read_ahead': lvm['before'] if lvm else None}
+                if lvm is not None and lvm['before'] != blockdev.kb_to_sectors(kb):
+                    lvm_changes.append((entry, blockdev.kb_to_sectors(kb)))
+            elif match in rules and rules[match] != kb:
+                module.warn('%s: the persisted rule in %s sets %d KiB and will apply again at the next boot '
+                            '(persist=false changes only the running value).' % (name, rules_path, rules[match]))
+            entry['conflicts'] = device_conflicts(root, name, kind, kb, tuned_ctx, file_conflicts)
+        else:
+            baseline = new_baselines.pop(match, None) if match else None
+            new_rules.pop(match, None)
+            target = baseline.get('read_ahead_kb') if baseline else None
+            if baseline is None:
+                module.warn('%s: no recorded original value in %s; its running read-ahead (%d KiB) is left as it '
+                            'is.' % (name, rules_path, before))
+            elif lvm is not None and baseline.get('lvm_read_ahead') is not None \
+                    and lvm['before'] != baseline['lvm_read_ahead']:
+                lvm_changes.append((entry, baseline['lvm_read_ahead']))
+        if target is not None and target != before:
+            runtime_changes.append((entry, target))
+        entry['planned_kb'] = target if target is not None else before
+        results.append(entry)
+
+    after_text = udev_rules.render(new_rules, new_baselines)
+    file_changed = after_text != before_text
+    changed = bool(runtime_changes or lvm_changes or file_changed)
+
+    for entry, _value in runtime_changes:
+        try:
+            blockdev.check_writable(root, entry['name'])
+        except blockdev.BlockDeviceError as e:
+            module.fail_json(msg=str(e))
+
+    diff = files.diff_entry(rules_path, before_text, after_text)
+
+    if not module.check_mode:
+        for entry, value in lvm_changes:
+            lvchange(module, entry['lvm'], value)
+        for entry, value in runtime_changes:
+            try:
+                blockdev.write_read_ahead_kb(root, entry['name'], value)
+            except blockdev.BlockDeviceError as e:
+                module.fail_json(msg=str(e), changed=True)
+        if file_changed:
+            if after_text is None:
+                files.remove_file(rules_full)
+            else:
+                files.atomic_write(rules_full, after_text, 0o644, module=module)
+            udev_apply(module, root, [e['name'] for e in results], rules_path)
+        # udev, LVM or another agent may have acted on the change events: enforce and verify.
+        for entry in results:
+            value = entry['planned_kb']
+            actual = blockdev.read_ahead_kb(root, entry['name'])
+            if actual != value:
+                actual = blockdev.write_read_ahead_kb(root, entry['name'], value)
+                changed = True
+            if actual != value:
+                module.fail_json(msg='%s still reads %s KiB after writing %d: something else sets it (conflicts: %s).'
+                                     % (entry['name'], actual, value, entry['conflicts']), changed=True)
+            entry['after_kb'] = actual
+    else:
+        for entry in results:
+            entry['after_kb'] = entry['planned_kb']
+            if entry.get('lvm'):
+                for lvm_entry, value in lvm_changes:
+                    if lvm_entry is entry:
+                        entry['lvm']['after'] = value
+
+    for entry in results:
+        entry.pop('planned_kb', None)
+        for conflict in entry['conflicts']:
+            if conflict['source'] == 'tuned':
+                module.warn('%s: active tuned profile %s ([%s] readahead=%s from %s) will set it back to a different '
+                            'value at the next tuned start or profile switch. Override tuned for this device with '
+                            'the collection\'s tuned child profile.' % (entry['name'], ' '.join(conflict['active_profiles']),
+                                                                         conflict['instance'], conflict['setting'],
+                                                                         conflict['profile']))
+
+    result = {'changed': changed, 'devices': results, 'rules_file': rules_path, 'skipped': plan.skipped}
+    if module._diff:
+        result['diff'] = diff
+    return result
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            devices=dict(type='list', elements='str', default=[]),
+            paths=dict(type='list', elements='path', default=[]),
+            read_ahead_kb=dict(type='int'),
+            persist=dict(type='bool', default=True),
+            state=dict(type='str', choices=['present', 'absent'], default='present'),
+            underlying=dict(type='bool', default=False),
+            ignore_missing=dict(type='bool', default=False),
+            rules_file=dict(type='path', default=udev_rules.RULES_FILE),
+        ),
+        supports_check_mode=True,
+    )
+    module.exit_json(**run(module, ROOT))
+
+
+if __name__ == '__main__':
+    main()
