@@ -153,8 +153,11 @@ def merge(chain):
                 else:
                     units[units.index(unit)] = new
                 unit = by_name[section] = new
-            if 'type' in opts:
-                unit['type'] = opts.pop('type')
+            # Like tuned's merger: a later same-named section resets type, enabled and devices to
+            # its own values (or their defaults); devices_udev_regex only when it sets one.
+            unit['type'] = opts.pop('type', section)
+            unit['options']['enabled'] = opts.pop('enabled', 'true')
+            unit['options']['devices'] = opts.pop('devices', '*')
             unit['options'].update(opts)
             unit['profile'] = profile['name']
     return units
@@ -251,3 +254,258 @@ def read_ahead_for_device(units, name, props):
                 'readahead': parse_readahead(value) if value else None,
             }
     return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The collection's child profile: the one writer.
+#
+# Layout of the file (every section is preceded by an "# owner: <module>" line, so each module
+# rewrites only its own sections and leaves the others alone):
+#
+#   # Managed by aemops.os_tuning (tuned child profile). ...
+#   # aemops-baseline {"active_profiles": [...], "profile_mode": "auto"}
+#   [main]
+#   summary=...
+#   include=<the profiles that were active before us>
+#   # owner: read_ahead
+#   [disk]                                  <- the parent's disk instance, now excluding our devices
+#   devices_udev_regex=\A(?![\s\S]*^(?:ID_SERIAL=...|DM_UUID=...)$)
+#   # owner: read_ahead
+#   [aemops_read_ahead_32]                  <- our devices, with our value
+#   type=disk
+#   devices_udev_regex=^(?:ID_SERIAL=...|DM_UUID=...)$
+#   readahead=32
+#   # owner: thp
+#   [vm]
+#   transparent_hugepages=never
+
+CHILD_PROFILE = 'aemops-os-tuning'
+_OWNER_PREFIX = '# owner: '
+
+
+def user_profile_dir(root):
+    """Where administrators' profiles go: ``/etc/tuned`` (tuned <= 2.22) or ``/etc/tuned/profiles``."""
+    dirs = profile_dirs(root)
+    if dirs != DEFAULT_PROFILE_DIRS:
+        return dirs[-1]
+    if os.path.isdir(root_path(root, '/usr/lib/tuned/profiles')):
+        return '/etc/tuned/profiles'
+    return '/etc/tuned'
+
+
+def child_profile_path(root):
+    return os.path.join(user_profile_dir(root), CHILD_PROFILE, 'tuned.conf')
+
+
+def parse_child(text, path):
+    """Our child profile as {'baseline': dict or None, 'include': [...], 'sections': [(owner, name, options)]}."""
+    from ansible_collections.aemops.os_tuning.plugins.module_utils.files import parse_baselines
+    records, errors = parse_baselines(text)
+    if errors:
+        raise TunedProfileError('%s has a damaged baseline record (%s); restore it or delete the profile.'
+                                % (path, '; '.join(errors)))
+    owners = []
+    owner = None
+    for line in (text or '').splitlines():
+        if line.startswith(_OWNER_PREFIX):
+            owner = line[len(_OWNER_PREFIX):].strip()
+        elif line.startswith('['):
+            owners.append(owner)
+            owner = None
+    result = {'baseline': records[0] if records else None, 'include': [], 'sections': []}
+    for (name, options), section_owner in zip(parse_conf(text, path), owners):
+        if name == 'main':
+            result['include'] = split_includes(dict(options).get('include', ''))
+            continue
+        result['sections'].append((section_owner, name, options))
+    return result
+
+
+def render_child(baseline, include, sections):
+    """Text of the child profile; ``sections`` is a list of (owner, name, [(key, value)])."""
+    from ansible_collections.aemops.os_tuning.plugins.module_utils.files import baseline_line, managed_header
+    lines = managed_header('tuned child profile',
+                           'Includes the profiles that were active before and overrides only what '
+                           'aemops.os_tuning manages. The baseline line is used for backout.')
+    lines.append(baseline_line(baseline))
+    lines += ['[main]', 'summary=aemops.os_tuning overrides (read-ahead, THP) on top of %s' % ', '.join(include),
+              'include=%s' % ','.join(include)]
+    for owner, name, options in sections:
+        lines += ['', '%s%s' % (_OWNER_PREFIX, owner), '[%s]' % name]
+        lines += ['%s=%s' % (k, v) for k, v in options]
+    return '\n'.join(lines) + '\n'
+
+
+def replace_owned(sections, owner, new_sections):
+    """Sections of other owners, in place, followed by ``new_sections`` (owner, name, options)."""
+    kept = [s for s in sections if s[0] != owner]
+    taken = set(s[1] for s in kept)
+    for section in new_sections:
+        if section[1] in taken:
+            raise TunedProfileError('tuned section [%s] is wanted by both %s and %s.'
+                                    % (section[1], owner, [s[0] for s in kept if s[1] == section[1]][0]))
+    return kept + list(new_sections)
+
+
+def child_state(root):
+    """(path, text, parsed, baseline, parents) of our child profile.
+
+    ``parents`` are the profiles our child includes: those recorded when it was first written,
+    else the ones active now. Asking again while our profile is active keeps the recorded parents.
+    """
+    path = child_profile_path(root)
+    before = read_text(root_path(root, path))
+    current = parse_child(before, path) if before is not None else None
+    if current is not None and current['baseline']:
+        baseline = current['baseline']
+    else:
+        baseline = {'active_profiles': [p for p in active_profiles(root) if p != CHILD_PROFILE],
+                    'profile_mode': profile_mode(root)}
+    parents = [p for p in baseline.get('active_profiles') or [] if p != CHILD_PROFILE]
+    return path, before, current, baseline, parents
+
+
+def plan_child(root, owner, new_sections):
+    """Plan our child profile after ``owner`` replaces its sections with ``new_sections``.
+
+    Returns {path, before, after, parents, activate, restore}: ``after`` None means the file
+    goes away (no owner has sections left); ``activate`` is the profile list to switch to
+    (or None when nothing changes); ``restore`` the previous profile list on removal.
+    """
+    path, before, current, baseline, parents = child_state(root)
+    active = active_profiles(root)
+    sections = replace_owned(current['sections'] if current else [], owner, new_sections)
+    result = {'path': path, 'before': before, 'parents': parents, 'activate': None, 'restore': None,
+              'baseline': baseline}
+    if not sections:
+        result['after'] = None
+        if CHILD_PROFILE in active:
+            result['restore'] = parents
+        return result
+    if not parents:
+        raise TunedProfileError('tuned has no active profile to build on (%s is empty). Activate one first, '
+                                'for example: tuned-adm profile virtual-guest.' % ACTIVE_PROFILE_FILE)
+    result['after'] = render_child(baseline, parents, sections)
+    if active != [CHILD_PROFILE]:
+        result['activate'] = [CHILD_PROFILE]
+    return result
+
+
+_REGEX_SPECIAL = frozenset('\\.^$*+?{}[]|()')
+
+
+def regex_escape(text):
+    """Escape regex metacharacters only, identically on every Python (re.escape differs by version)."""
+    return ''.join('\\' + c if c in _REGEX_SPECIAL else c for c in text)
+
+
+def udev_regex_alternatives(idents):
+    """``KEY=value`` alternatives for udev properties, regex-escaped, sorted."""
+    return '|'.join(sorted('%s=%s' % (k, regex_escape(v)) for k, v in idents))
+
+
+def _glob_to_regex(glob):
+    """A shell glob (``*``, ``?``, ``[...]``) as a regex fragment, the same on every Python."""
+    out = []
+    i = 0
+    while i < len(glob):
+        c = glob[i]
+        if c == '*':
+            out.append('.*')
+        elif c == '?':
+            out.append('.')
+        elif c == '[' and ']' in glob[i + 1:]:
+            end = glob.index(']', i + 1)
+            body = glob[i + 1:end]
+            out.append('[%s%s]' % ('^' if body.startswith('!') else '', body.lstrip('!').replace('\\', '\\\\')))
+            i = end
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return ''.join(out)
+
+
+def _devices_to_regex(devices):
+    """tuned's ``devices=`` glob list as lookaheads over the DEVNAME property."""
+    rules = [r for r in re.split(r'[\s,]+', devices or '*') if r]
+    positive = [r for r in rules if not r.startswith('!')]
+    negative = [r[1:] for r in rules if r.startswith('!')]
+
+    def alt(globs):
+        return '|'.join(_glob_to_regex(g) for g in globs)
+
+    regex = ''
+    if positive and positive != ['*']:
+        regex += r'(?=[\s\S]*?^DEVNAME=/dev/(?:%s)$)' % alt(positive)
+    if negative:
+        regex += r'(?![\s\S]*?^DEVNAME=/dev/(?:%s)$)' % alt(negative)
+    return regex
+
+
+def disk_sections(root, parents, groups):
+    """Sections that make tuned set our read-ahead on our devices, for read_ahead to own.
+
+    ``groups`` maps a KiB value to a list of (udev property, value) identities. Every disk
+    instance of the parents gets a same-named section that keeps its own device selection
+    but excludes our devices; one ``aemops_read_ahead_<kb>`` instance per value takes them.
+    """
+    if not groups:
+        return []
+    units, _chain = effective_units(root, parents)
+    ours = udev_regex_alternatives([ident for kb in groups for ident in groups[kb]])
+    sections = []
+    for unit in units:
+        if unit['type'] != 'disk' or not _enabled(unit):
+            continue
+        regex = r'\A'
+        if unit['options'].get('devices_udev_regex'):
+            regex += r'(?=[\s\S]*?(?:%s))' % unit['options']['devices_udev_regex']
+        else:
+            regex += _devices_to_regex(unit['options'].get('devices', '*'))
+        regex += r'(?![\s\S]*^(?:%s)$)' % ours
+        sections.append(('read_ahead', unit['name'], [('type', 'disk'), ('devices_udev_regex', regex)]))
+    for kb in sorted(groups):
+        sections.append(('read_ahead', 'aemops_read_ahead_%d' % kb, [
+            ('type', 'disk'),
+            ('devices_udev_regex', '^(?:%s)$' % udev_regex_alternatives(groups[kb])),
+            ('readahead', str(kb)),
+        ]))
+    return sections
+
+
+def switch_profile(run, tuned_adm, profiles):
+    """``tuned-adm profile <names>``; returns (rc, message)."""
+    rc, out, err = run([tuned_adm, 'profile'] + list(profiles))
+    return rc, (err or out).strip()
+
+
+def apply_child(root, plan, run, tuned_adm, tuned_running, write, remove):
+    """Carry out a plan from :func:`plan_child`; returns a list of what was done.
+
+    ``write(path, text)`` and ``remove(path)`` take host paths. When tuned runs, profiles are
+    switched with tuned-adm (which also re-applies a changed profile); when it does not, the
+    state files tuned reads at start are written, as tuned-adm itself would.
+    """
+    done = []
+    full = root_path(root, plan['path'])
+    if plan['after'] is not None and plan['after'] != plan['before']:
+        write(full, plan['after'])
+        done.append('wrote %s' % plan['path'])
+    target = plan['activate']
+    if target is None and plan['after'] is not None and plan['after'] != plan['before']:
+        target = [CHILD_PROFILE]  # already active: switch again so tuned reloads the changed file
+    if plan['after'] is None and plan['restore'] is not None:
+        target = plan['restore']
+    if target:
+        if tuned_running and tuned_adm:
+            rc, msg = switch_profile(run, tuned_adm, target)
+            if rc != 0:
+                raise TunedProfileError('tuned-adm profile %s failed: %s' % (' '.join(target), msg))
+        else:
+            write(root_path(root, ACTIVE_PROFILE_FILE), ' '.join(target) + '\n')
+            write(root_path(root, PROFILE_MODE_FILE), 'manual\n')
+        done.append('activated %s' % ' '.join(target))
+    if plan['after'] is None and plan['before'] is not None:
+        remove(full)
+        done.append('removed %s' % plan['path'])
+    return done

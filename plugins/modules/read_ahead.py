@@ -82,6 +82,17 @@ options:
         failing.
     type: bool
     default: false
+  tuned_override:
+    description:
+      - When tuned has an active profile, also make tuned agree. The collection's tuned child
+        profile C(aemops-os-tuning) includes the profiles that were active before, excludes these
+        devices from their C([disk]) instances, and adds one C([disk]) instance per value that
+        matches these devices by their udev identity and sets this read-ahead. It is then activated.
+      - Without it, tuned (for example C(throughput-performance) with C(readahead=>4096)) raises
+        the value again whenever it starts or switches profile, and C(tuned-adm verify) fails.
+      - Other disks keep the parent profile's tuning. Only applies with O(persist=true).
+    type: bool
+    default: true
   rules_file:
     description:
       - The udev rules file this module owns. It is numbered to run after the rules that set
@@ -94,7 +105,7 @@ notes:
   - Changing read-ahead needs root (C(become=true)) and a writable C(/sys), so not a container.
   - tuned with C(throughput-performance) or C(virtual-guest) raises read-ahead to 4096 KiB on
     NVMe (tuned 2.18 and later) and other disks when it starts. This module reports that as a
-    conflict; overriding tuned for the tuned devices is the job of the collection's tuned child profile.
+    conflict unless O(tuned_override) makes tuned agree, which it does by default.
 attributes:
   check_mode:
     support: full
@@ -195,6 +206,11 @@ devices:
           instance: disk
           setting: ">4096"
           effect: "tuned raises read-ahead to 4096 KiB when it starts or switches profile"
+tuned_profile:
+  description: What was planned for the collection's tuned child profile, or null when tuned is not in use.
+  returned: always
+  type: dict
+  sample: {path: /etc/tuned/aemops-os-tuning/tuned.conf, parents: [virtual-guest], actions: [wrote ..., activated aemops-os-tuning]}
 rules_file:
   description: Path of the owned udev rules file.
   returned: always
@@ -290,9 +306,11 @@ def resolve(module, root):
     return plan
 
 
-def tuned_context(module, root):
-    """What the active tuned profile does to disks, or None when tuned has no active profile."""
+def tuned_context(module, root, planned_child=None):
+    """What tuned does to disks, from the active profiles or, when planned, from our child profile."""
     profiles = tuned.active_profiles(root)
+    if planned_child is not None:
+        profiles = [tuned.CHILD_PROFILE]
     if not profiles:
         return None
     version = None
@@ -300,14 +318,52 @@ def tuned_context(module, root):
     if tuned_adm:
         rc, out, err = module.run_command([tuned_adm, '--version'])
         version = tuned.parse_version(out + err) if rc == 0 else None
-    pid = (files.read_text(files.root_path(root, TUNED_PID_FILE)) or '').strip()
-    running = bool(pid) and os.path.exists(files.root_path(root, '/proc/%s' % pid))
     try:
-        units, _chain = tuned.effective_units(root, profiles)
+        if planned_child is not None:
+            chain = []
+            for parent in planned_child['parents']:
+                chain.extend(tuned.load_chain(root, parent))
+            chain.append({'name': tuned.CHILD_PROFILE, 'path': planned_child['path'],
+                          'sections': tuned.parse_conf(planned_child['after'], planned_child['path'])})
+            units = tuned.merge(chain)
+        else:
+            units = tuned.effective_units(root, profiles)[0]
     except tuned.TunedProfileError as e:
         module.warn('cannot read the active tuned profile to check for conflicts: %s' % e)
         return None
-    return {'profiles': profiles, 'units': units, 'version': version, 'running': running}
+    return {'profiles': profiles, 'units': units, 'version': version, 'running': tuned_running(root)}
+
+
+def tuned_running(root):
+    pid = (files.read_text(files.root_path(root, TUNED_PID_FILE)) or '').strip()
+    return bool(pid) and os.path.exists(files.root_path(root, '/proc/%s' % pid))
+
+
+def tuned_groups(module, rules):
+    """{kb: [(udev property, value)]} for every rule tuned can match (ENV{...} identities)."""
+    groups = {}
+    for match, kb in rules.items():
+        key, value = match.split('==', 1)
+        if not key.startswith('ENV{'):
+            module.warn('tuned cannot match %s (not a udev property); tuned may still change that device.' % match)
+            continue
+        groups.setdefault(kb, []).append((key[4:-1], value[1:-1]))
+    return groups
+
+
+def plan_tuned(module, root, rules):
+    """Plan the read_ahead sections of the tuned child profile, or None when tuned is not in use."""
+    if not module.params['tuned_override']:
+        return None
+    path = tuned.child_profile_path(root)
+    if not tuned.active_profiles(root) and files.read_text(files.root_path(root, path)) is None:
+        return None
+    try:
+        parents = tuned.child_state(root)[4]
+        sections = tuned.disk_sections(root, parents, tuned_groups(module, rules)) if parents else []
+        return tuned.plan_child(root, 'read_ahead', sections)
+    except tuned.TunedProfileError as e:
+        module.fail_json(msg='cannot plan the tuned child profile: %s' % e)
 
 
 def device_conflicts(root, name, kind, kb, tuned_ctx, file_conflicts):
@@ -393,7 +449,6 @@ def run(module, root):
         module.fail_json(msg=str(e))
     new_rules, new_baselines = dict(rules), dict(baselines)
 
-    tuned_ctx = tuned_context(module, root) if present else None
     file_conflicts = [dict(c, source='udev rule') for c in udev_rules.competing_rules(root, rules_path)]
     file_conflicts += [dict(c, source='rc.local') for c in udev_rules.rc_local_setra(root)]
 
@@ -440,7 +495,6 @@ def run(module, root):
             elif match in rules and rules[match] != kb:
                 module.warn('%s: the persisted rule in %s sets %d KiB and will apply again at the next boot '
                             '(persist=false changes only the running value).' % (name, rules_path, rules[match]))
-            entry['conflicts'] = device_conflicts(root, name, kind, kb, tuned_ctx, file_conflicts)
         else:
             baseline = new_baselines.pop(match, None) if match else None
             new_rules.pop(match, None)
@@ -458,7 +512,15 @@ def run(module, root):
 
     after_text = udev_rules.render(new_rules, new_baselines)
     file_changed = after_text != before_text
-    changed = bool(runtime_changes or lvm_changes or file_changed)
+    tuned_plan = plan_tuned(module, root, new_rules) if (p['persist'] or not present) else None
+    tuned_changed = bool(tuned_plan) and (tuned_plan['after'] != tuned_plan['before']
+                                          or tuned_plan['activate'] is not None or tuned_plan['restore'] is not None)
+    if present:
+        planned = tuned_plan if tuned_plan and tuned_plan['after'] else None
+        tuned_ctx = tuned_context(module, root, planned)
+        for entry in results:
+            entry['conflicts'] = device_conflicts(root, entry['name'], entry['type'], kb, tuned_ctx, file_conflicts)
+    changed = bool(runtime_changes or lvm_changes or file_changed or tuned_changed)
 
     for entry, _value in runtime_changes:
         try:
@@ -466,7 +528,9 @@ def run(module, root):
         except blockdev.BlockDeviceError as e:
             module.fail_json(msg=str(e))
 
-    diff = files.diff_entry(rules_path, before_text, after_text)
+    diff = [files.diff_entry(rules_path, before_text, after_text)]
+    if tuned_plan:
+        diff.append(files.diff_entry(tuned_plan['path'], tuned_plan['before'], tuned_plan['after']))
 
     if not module.check_mode:
         for entry, value in lvm_changes:
@@ -482,6 +546,13 @@ def run(module, root):
             else:
                 files.atomic_write(rules_full, after_text, 0o644, module=module)
             udev_apply(module, root, [e['name'] for e in results], rules_path)
+        if tuned_changed:
+            try:
+                tuned_plan['actions'] = tuned.apply_child(
+                    root, tuned_plan, module.run_command, module.get_bin_path('tuned-adm'), tuned_running(root),
+                    lambda path, text: files.atomic_write(path, text, 0o644, module=module), files.remove_file)
+            except tuned.TunedProfileError as e:
+                module.fail_json(msg=str(e), changed=True)
         # udev, LVM or another agent may have acted on the change events: enforce and verify.
         for entry in results:
             value = entry['planned_kb']
@@ -511,7 +582,12 @@ def run(module, root):
                                                                          conflict['instance'], conflict['setting'],
                                                                          conflict['profile']))
 
-    result = {'changed': changed, 'devices': results, 'rules_file': rules_path, 'skipped': plan.skipped}
+    tuned_result = None
+    if tuned_plan:
+        tuned_result = {'path': tuned_plan['path'], 'parents': tuned_plan['parents'],
+                        'actions': tuned_plan.get('actions', []), 'changed': tuned_changed}
+    result = {'changed': changed, 'devices': results, 'rules_file': rules_path, 'skipped': plan.skipped,
+              'tuned_profile': tuned_result}
     if module._diff:
         result['diff'] = diff
     return result
@@ -527,6 +603,7 @@ def main():
             state=dict(type='str', choices=['present', 'absent'], default='present'),
             underlying=dict(type='bool', default=False),
             ignore_missing=dict(type='bool', default=False),
+            tuned_override=dict(type='bool', default=True),
             rules_file=dict(type='path', default=udev_rules.RULES_FILE),
         ),
         supports_check_mode=True,
