@@ -166,11 +166,21 @@ def lvm_names(root, name):
     if props.get('DM_VG_NAME') and props.get('DM_LV_NAME'):
         return props['DM_VG_NAME'], props['DM_LV_NAME']
     dm = dm_info(root, name) or {'name': ''}
-    # dm names are "<vg>-<lv>" with every "-" inside either name doubled.
-    parts = re.split(r'(?<!-)-(?!-)', dm['name'])
-    if len(parts) != 2:
-        return None, None
-    return parts[0].replace('--', '-'), parts[1].replace('--', '-')
+    # dm names are "<vg>-<lv>" with every "-" inside either name doubled: read left to right,
+    # skipping "--" pairs, and split at the first single "-" (as LVM does).
+    text = dm['name']
+    i = 0
+    while i < len(text):
+        if text[i] == '-':
+            if text[i + 1:i + 2] == '-':
+                i += 2
+                continue
+            vg, lv = text[:i], text[i + 1:]
+            if vg and lv:
+                return vg.replace('--', '-'), lv.replace('--', '-')
+            break
+        i += 1
+    return None, None
 
 
 def stable_id(root, name):
@@ -296,9 +306,10 @@ def find_mount(root, path, strict=True):
     """The mount that holds absolute target path ``path`` (the last one stacked wins)."""
     best = None
     for entry in mounts(root):
+        # mountinfo lists mounts in mount order: a later mount on the path or on a parent
+        # directory hides the earlier ones, so the last one that contains the path is visible.
         if _within(path, entry['mountpoint']):
-            if best is None or len(entry['mountpoint']) >= len(best['mountpoint']):
-                best = entry
+            best = entry
     if best is None and strict:
         raise BlockDeviceError('no mount found for %s in /proc/self/mountinfo.' % path)
     return best
@@ -409,11 +420,11 @@ def resolve_device(root, spec):
             return candidate
     if rel.startswith('mapper/'):
         found = _by_dm_name(root, rel[len('mapper/'):])
-    elif rel.count('/') == 1 and not rel.startswith('disk/'):
-        vg, lv = rel.split('/')
-        found = _by_dm_name(root, '%s-%s' % (vg.replace('-', '--'), lv.replace('-', '--')))
     else:
-        found = _by_udev_link(root, rel)
+        found = _by_udev_link(root, rel)  # disk/by-*, md/<name>, <vg>/<lv>: udev keeps them all
+        if not found and rel.count('/') == 1 and not rel.startswith('disk/'):
+            vg, lv = rel.split('/')
+            found = _by_dm_name(root, '%s-%s' % (vg.replace('-', '--'), lv.replace('-', '--')))
     if found:
         return found
     raise NoSuchDeviceError('no such block device: %s. Check it with lsblk or ls -l %s.' % (spec, spec))

@@ -356,10 +356,12 @@ def child_state(root):
     path = child_profile_path(root)
     before = read_text(root_path(root, path))
     current = parse_child(before, path) if before is not None else None
-    if current is not None and current['baseline']:
+    active = active_profiles(root)
+    if current is not None and current['baseline'] and (CHILD_PROFILE in active or not active):
         baseline = current['baseline']
     else:
-        baseline = {'active_profiles': [p for p in active_profiles(root) if p != CHILD_PROFILE],
+        # First run, or an administrator switched profiles since: build on what is active now.
+        baseline = {'active_profiles': [p for p in active if p != CHILD_PROFILE],
                     'profile_mode': profile_mode(root)}
     parents = [p for p in baseline.get('active_profiles') or [] if p != CHILD_PROFILE]
     return path, before, current, baseline, parents
@@ -379,7 +381,7 @@ def plan_child(root, owner, new_sections):
               'baseline': baseline}
     if not sections:
         result['after'] = None
-        if CHILD_PROFILE in active:
+        if CHILD_PROFILE in active and parents:
             result['restore'] = parents
         return result
     if not parents:
@@ -503,7 +505,11 @@ def apply_child(root, plan, run, tuned_adm, tuned_running, write, remove):
                 raise TunedProfileError('tuned-adm profile %s failed: %s' % (' '.join(target), msg))
         else:
             write(root_path(root, ACTIVE_PROFILE_FILE), ' '.join(target) + '\n')
-            write(root_path(root, PROFILE_MODE_FILE), 'manual\n')
+        mode = 'manual'
+        if target == plan['restore']:
+            mode = (plan.get('baseline') or {}).get('profile_mode') or 'manual'
+        if profile_mode(root) != mode:
+            write(root_path(root, PROFILE_MODE_FILE), mode + '\n')
         done.append('activated %s' % ' '.join(target))
     if plan['after'] is None and plan['before'] is not None:
         remove(full)

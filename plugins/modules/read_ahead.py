@@ -345,7 +345,8 @@ def tuned_groups(module, rules):
     for match, kb in rules.items():
         key, value = match.split('==', 1)
         if not key.startswith('ENV{'):
-            module.warn('tuned cannot match %s (not a udev property); tuned may still change that device.' % match)
+            module.warn('tuned cannot select a device by %s (not a udev property), so the tuned child profile '
+                        'cannot protect it; tuned may still change its read-ahead.' % match)
             continue
         groups.setdefault(kb, []).append((key[4:-1], value[1:-1]))
     return groups
@@ -412,8 +413,8 @@ def lvchange(module, lvm, value):
     lvchange_bin = module.get_bin_path('lvchange', required=True)
     rc, out, err = module.run_command(blockdev.lvchange_read_ahead_args(lvchange_bin, lvm['vg'], lvm['lv'], value))
     if rc != 0:
-        module.fail_json(msg='lvchange --readahead %s %s/%s failed: %s' % (value, lvm['vg'], lvm['lv'],
-                                                                          err.strip() or out.strip()))
+        module.fail_json(msg='lvchange --readahead %s %s/%s failed: %s'
+                             % (value, lvm['vg'], lvm['lv'], err.strip() or out.strip()))
     lvm['after'] = value
 
 
@@ -513,8 +514,8 @@ def run(module, root):
     after_text = udev_rules.render(new_rules, new_baselines)
     file_changed = after_text != before_text
     tuned_plan = plan_tuned(module, root, new_rules) if (p['persist'] or not present) else None
-    tuned_changed = bool(tuned_plan) and (tuned_plan['after'] != tuned_plan['before']
-                                          or tuned_plan['activate'] is not None or tuned_plan['restore'] is not None)
+    tuned_changed = bool(tuned_plan) and bool(tuned_plan['after'] != tuned_plan['before']
+                                              or tuned_plan['activate'] or tuned_plan['restore'])
     if present:
         planned = tuned_plan if tuned_plan and tuned_plan['after'] else None
         tuned_ctx = tuned_context(module, root, planned)
@@ -576,11 +577,12 @@ def run(module, root):
         entry.pop('planned_kb', None)
         for conflict in entry['conflicts']:
             if conflict['source'] == 'tuned':
+                hint = ('' if module.params['tuned_override'] and module.params['persist'] else
+                        ' Set tuned_override=true (with persist=true) to make tuned agree.')
                 module.warn('%s: active tuned profile %s ([%s] readahead=%s from %s) will set it back to a different '
-                            'value at the next tuned start or profile switch. Override tuned for this device with '
-                            'the collection\'s tuned child profile.' % (entry['name'], ' '.join(conflict['active_profiles']),
-                                                                         conflict['instance'], conflict['setting'],
-                                                                         conflict['profile']))
+                            'value at the next tuned start or profile switch.%s'
+                            % (entry['name'], ' '.join(conflict['active_profiles']), conflict['instance'],
+                               conflict['setting'], conflict['profile'], hint))
 
     tuned_result = None
     if tuned_plan:

@@ -1,0 +1,309 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Unit tests for module_utils/files.py: atomic writes, baseline records, diffs, removal."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import os
+import stat
+
+import pytest
+
+from ansible_collections.aemops.os_tuning.plugins.module_utils import files
+
+
+def _mode(path):
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def _leftovers(directory):
+    return [n for n in os.listdir(directory) if n.startswith('.aemops-')]
+
+
+def _read(path):
+    with open(path) as f:
+        return f.read()
+
+
+# ---------------------------------------------------------------------------------------------
+# root_path / read_text
+
+def test_root_path_joins_absolute_target_under_root():
+    assert files.root_path('/tmp/fake', '/etc/udev/rules.d/x.rules') == '/tmp/fake/etc/udev/rules.d/x.rules'
+
+
+def test_root_path_on_real_root_is_the_path_itself():
+    assert files.root_path('/', '/etc/tuned/active_profile') == '/etc/tuned/active_profile'
+
+
+def test_read_text_returns_content(tmpdir):
+    path = str(tmpdir.join('f'))
+    with open(path, 'w') as f:
+        f.write('hello\n')
+    assert files.read_text(path) == 'hello\n'
+
+
+def test_read_text_missing_file_is_none(tmpdir):
+    assert files.read_text(str(tmpdir.join('missing'))) is None
+
+
+def test_read_text_below_a_regular_file_is_none(tmpdir):
+    path = str(tmpdir.join('file'))
+    with open(path, 'w') as f:
+        f.write('x')
+    assert files.read_text(os.path.join(path, 'child')) is None
+
+
+def test_read_text_other_errors_propagate(tmpdir):
+    with pytest.raises((IOError, OSError)) as info:
+        files.read_text(str(tmpdir))  # a directory
+    assert info.value.errno == errno.EISDIR
+
+
+# ---------------------------------------------------------------------------------------------
+# atomic_write
+
+def test_atomic_write_creates_file_with_mode_0644(tmpdir):
+    path = str(tmpdir.join('90-test.rules'))
+    files.atomic_write(path, 'content\n')
+    assert _read(path) == 'content\n'
+    assert _mode(path) == 0o644
+    assert _leftovers(str(tmpdir)) == []
+
+
+def test_atomic_write_honours_explicit_mode(tmpdir):
+    path = str(tmpdir.join('secret'))
+    files.atomic_write(path, 'x', mode=0o600)
+    assert _mode(path) == 0o600
+
+
+def test_atomic_write_ignores_umask(tmpdir):
+    old = os.umask(0o077)
+    try:
+        path = str(tmpdir.join('f'))
+        files.atomic_write(path, 'x')
+    finally:
+        os.umask(old)
+    assert _mode(path) == 0o644
+
+
+def test_atomic_write_replaces_existing_file_and_resets_mode(tmpdir):
+    path = str(tmpdir.join('f'))
+    with open(path, 'w') as f:
+        f.write('old content that is longer\n')
+    os.chmod(path, 0o600)
+    files.atomic_write(path, 'new\n')
+    assert _read(path) == 'new\n'
+    assert _mode(path) == 0o644
+
+
+def test_atomic_write_creates_missing_directories(tmpdir):
+    path = str(tmpdir.join('etc', 'udev', 'rules.d', '90-x.rules'))
+    files.atomic_write(path, 'x\n')
+    assert _read(path) == 'x\n'
+    assert _mode(os.path.dirname(path)) & 0o755 == 0o755
+
+
+def test_atomic_write_failing_write_leaves_no_temp_file_and_keeps_old_content(tmpdir, monkeypatch):
+    path = str(tmpdir.join('f'))
+    with open(path, 'w') as f:
+        f.write('original\n')
+    real_fdopen = os.fdopen
+
+    class DiskFull(object):
+        def __init__(self, fd, *args):
+            self._f = real_fdopen(fd, *args)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self._f.close()
+            return False
+
+        def write(self, data):
+            raise IOError(errno.ENOSPC, 'No space left on device')
+
+    monkeypatch.setattr(os, 'fdopen', DiskFull)
+    with pytest.raises(IOError) as info:
+        files.atomic_write(path, 'replacement\n')
+    monkeypatch.undo()
+    assert info.value.errno == errno.ENOSPC
+    assert _leftovers(str(tmpdir)) == []
+    assert _read(path) == 'original\n'
+
+
+def test_atomic_write_failing_rename_leaves_no_temp_file(tmpdir, monkeypatch):
+    path = str(tmpdir.join('f'))
+
+    def refuse(src, dst):
+        raise OSError(errno.EXDEV, 'Invalid cross-device link')
+
+    monkeypatch.setattr(os, 'rename', refuse)
+    with pytest.raises(OSError):
+        files.atomic_write(path, 'x')
+    monkeypatch.undo()
+    assert _leftovers(str(tmpdir)) == []
+    assert not os.path.exists(path)
+
+
+class _RecordingModule(object):
+    """Stands in for AnsibleModule: atomic_move renames and records, like the real one."""
+
+    def __init__(self):
+        self.moves = []
+
+    def atomic_move(self, src, dest):
+        self.moves.append((src, dest))
+        os.rename(src, dest)
+
+
+def test_atomic_write_uses_module_atomic_move_from_the_same_directory(tmpdir):
+    module = _RecordingModule()
+    path = str(tmpdir.join('f'))
+    files.atomic_write(path, 'via module\n', module=module)
+    assert len(module.moves) == 1
+    src, dest = module.moves[0]
+    assert dest == path
+    assert os.path.dirname(src) == str(tmpdir)
+    assert os.path.basename(src).startswith('.aemops-')
+    assert _read(path) == 'via module\n'
+    assert _mode(path) == 0o644
+    assert _leftovers(str(tmpdir)) == []
+
+
+def test_atomic_write_module_mode_reapplied_after_move(tmpdir):
+    class ModeResettingModule(_RecordingModule):
+        def atomic_move(self, src, dest):
+            _RecordingModule.atomic_move(self, src, dest)
+            os.chmod(dest, 0o600)  # the real atomic_move copies the old file's mode
+
+    path = str(tmpdir.join('f'))
+    files.atomic_write(path, 'x', module=ModeResettingModule())
+    assert _mode(path) == 0o644
+
+
+# ---------------------------------------------------------------------------------------------
+# managed header and baselines
+
+def test_managed_header_names_owner_and_is_detected():
+    lines = files.managed_header('read_ahead module', 'What this file is for.')
+    text = '\n'.join(lines) + '\n'
+    assert lines[0].startswith('# ')
+    assert 'read_ahead module' in lines[0]
+    assert 'Do not edit' in lines[0]
+    assert lines[1] == '# What this file is for.'
+    assert files.is_managed(text)
+
+
+def test_managed_header_other_comment_character():
+    lines = files.managed_header('x', 'y', comment=';')
+    assert all(line.startswith('; ') for line in lines)
+
+
+def test_is_managed_false_for_foreign_or_missing_text():
+    assert not files.is_managed(None)
+    assert not files.is_managed('')
+    assert not files.is_managed('ACTION=="add", ATTR{queue/read_ahead_kb}="128"\n')
+
+
+def test_baseline_line_is_sorted_compact_json():
+    line = files.baseline_line({'match': 'ENV{X}=="1"', 'device': 'sdb', 'read_ahead_kb': 128})
+    assert line == '# aemops-baseline {"device":"sdb","match":"ENV{X}==\\"1\\"","read_ahead_kb":128}'
+
+
+def test_parse_baselines_roundtrip_in_file_order():
+    first = {'match': 'b', 'read_ahead_kb': 4096, 'lvm_read_ahead': 'auto'}
+    second = {'match': 'a', 'read_ahead_kb': 128, 'lvm_read_ahead': None}
+    text = '\n'.join(['# header', files.baseline_line(first), 'RULE', files.baseline_line(second)]) + '\n'
+    records, errors = files.parse_baselines(text)
+    assert records == [first, second]
+    assert errors == []
+
+
+def test_parse_baselines_ignores_other_lines():
+    text = '# plain comment\n#aemops-baseline {"no":"space"}\n  # aemops-baseline {"indented":1}\n'
+    assert files.parse_baselines(text) == ([], [])
+
+
+def test_parse_baselines_of_none_or_empty():
+    assert files.parse_baselines(None) == ([], [])
+    assert files.parse_baselines('') == ([], [])
+
+
+def test_parse_baselines_reports_damaged_json_with_line_number():
+    text = '# header\n# aemops-baseline {"match": "x", \n# aemops-baseline {"match":"ok"}\n'
+    records, errors = files.parse_baselines(text)
+    assert records == [{'match': 'ok'}]
+    assert len(errors) == 1
+    assert errors[0].startswith('line 2: ')
+    assert '{"match": "x",' in errors[0]
+
+
+def test_parse_baselines_reports_non_object_json():
+    records, errors = files.parse_baselines('# aemops-baseline [1, 2]\n# aemops-baseline "s"\n')
+    assert records == []
+    assert [e.split(':')[0] for e in errors] == ['line 1', 'line 2']
+
+
+def test_parse_baselines_other_comment_character():
+    line = files.baseline_line({'k': 1}, comment=';')
+    assert line.startswith('; aemops-baseline ')
+    assert files.parse_baselines(line + '\n', comment=';') == ([{'k': 1}], [])
+    assert files.parse_baselines(line + '\n') == ([], [])
+
+
+# ---------------------------------------------------------------------------------------------
+# diff_entry
+
+def test_diff_entry_changed_file():
+    assert files.diff_entry('/etc/x', 'a\n', 'b\n') == {
+        'before_header': '/etc/x', 'after_header': '/etc/x', 'before': 'a\n', 'after': 'b\n'}
+
+
+def test_diff_entry_new_file():
+    diff = files.diff_entry('/etc/x', None, 'b\n')
+    assert diff['before_header'] == '/etc/x (absent)'
+    assert diff['before'] == ''
+    assert diff['after_header'] == '/etc/x'
+    assert diff['after'] == 'b\n'
+
+
+def test_diff_entry_removed_file():
+    diff = files.diff_entry('/etc/x', 'a\n', None)
+    assert diff['before_header'] == '/etc/x'
+    assert diff['after_header'] == '/etc/x (absent)'
+    assert diff['after'] == ''
+
+
+def test_diff_entry_empty_but_present_file_is_not_absent():
+    diff = files.diff_entry('/etc/x', '', '')
+    assert diff['before_header'] == '/etc/x'
+    assert diff['after_header'] == '/etc/x'
+
+
+# ---------------------------------------------------------------------------------------------
+# remove_file
+
+def test_remove_file_removes_and_reports_true(tmpdir):
+    path = str(tmpdir.join('f'))
+    with open(path, 'w') as f:
+        f.write('x')
+    assert files.remove_file(path) is True
+    assert not os.path.exists(path)
+
+
+def test_remove_file_missing_reports_false(tmpdir):
+    assert files.remove_file(str(tmpdir.join('missing'))) is False
+
+
+def test_remove_file_other_errors_propagate(tmpdir):
+    with pytest.raises(OSError) as info:
+        files.remove_file(str(tmpdir))  # a directory cannot be unlinked
+    assert info.value.errno in (errno.EISDIR, errno.EPERM)

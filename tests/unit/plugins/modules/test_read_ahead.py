@@ -1,0 +1,742 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Module-level tests for read_ahead, through main(), on a fake host.
+
+``ROOT`` points at a fake tree (see fakehost.py). ``run_command`` and ``get_bin_path`` are
+replaced by a small fake of the host's tools that acts on that tree: ``lvs`` reports the LVM
+read-ahead the fake VG metadata holds, ``lvchange`` updates it and the LV's read_ahead_kb as
+LVM does, ``tuned-adm profile`` switches the active profile. So a second run sees what the
+first one did, and idempotence is real.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import hashlib
+import os
+
+import pytest
+
+from ansible.module_utils import basic
+from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files, tuned, udev_rules
+from ansible_collections.aemops.os_tuning.plugins.modules import read_ahead
+from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import (
+    AnsibleExitJson, AnsibleFailJson, set_module_args,
+)
+from fakehost import nitro_host
+
+RULES = udev_rules.RULES_FILE
+LV_UUID = 'LVM-' + 'x' * 64
+LV_MATCH = 'ENV{DM_UUID}=="%s"' % LV_UUID
+NVME1_MATCH = 'ENV{ID_SERIAL}=="Amazon Elastic Block Store_vol0123456789abcdef0"'
+NVME0_MATCH = 'ENV{ID_SERIAL}=="Amazon Elastic Block Store_vol0rootrootrootroot"'
+REPO = '/opt/aem/crx-quickstart/repository'
+
+THROUGHPUT_PERFORMANCE = '[main]\nsummary=test fixture\n[cpu]\ngovernor=performance\n[disk]\nreadahead=>4096\n'
+VIRTUAL_GUEST = '[main]\nsummary=test fixture\ninclude=throughput-performance\n[sysctl]\nvm.swappiness=30\n'
+
+
+# ---------------------------------------------------------------------------------------------
+# The fake host and its tools
+
+class FakeTools(object):
+    """Stands in for the binaries the module runs, acting on the fake host's files."""
+
+    BIN = {'lvs': '/usr/sbin/lvs', 'lvchange': '/usr/sbin/lvchange', 'udevadm': '/usr/bin/udevadm',
+           'tuned-adm': '/usr/sbin/tuned-adm'}
+
+    def __init__(self, host):
+        self.host = host
+        self.calls = []
+        self.missing = set()
+        self.lvm = {'vg_aem/lv_repo': {'read_ahead': 'auto', 'dm': 'dm-0'}}
+        self.lvs_rc = 0
+        self.tuned_version = 'tuned-adm 2.21.0\n'
+
+    def get_bin_path(self, module, arg, required=False, opt_dirs=None):
+        if arg in self.missing or arg not in self.BIN:
+            if required:
+                module.fail_json(msg='Failed to find required executable "%s"' % arg)
+            return None
+        return self.BIN[arg]
+
+    def run_command(self, module, args, check_rc=False, **kwargs):
+        self.calls.append(list(args))
+        rc, out, err = self._dispatch(list(args))
+        if check_rc and rc != 0:
+            module.fail_json(msg='command failed: %s' % ' '.join(args), rc=rc, stdout=out, stderr=err)
+        return rc, out, err
+
+    def _dispatch(self, args):
+        tool = os.path.basename(args[0])
+        if tool == 'lvs':
+            if self.lvs_rc:
+                return self.lvs_rc, '', '  Volume group "vg_aem" not found\n'
+            value = self.lvm[args[-1]]['read_ahead']
+            return 0, '  %s\n' % value, ''
+        if tool == 'lvchange':
+            assert args[1] == '--readahead'
+            lv = self.lvm[args[3]]
+            lv['read_ahead'] = args[2] if args[2] == 'auto' else int(args[2])
+            # LVM applies the value to the active LV at once; "auto" gives the kernel's default.
+            kb = 128 if args[2] == 'auto' else int(args[2]) // 2
+            self.host.write(self.host._devdir(lv['dm']) + '/queue/read_ahead_kb', '%d\n' % kb)
+            return 0, '  Logical volume %s changed.\n' % args[3], ''
+        if tool == 'udevadm':
+            return 0, '', ''
+        if tool == 'tuned-adm':
+            if args[1] == '--version':
+                return 0, self.tuned_version, ''
+            if args[1] == 'profile':
+                self.host.write(tuned.ACTIVE_PROFILE_FILE, ' '.join(args[2:]) + '\n')
+                self.host.write(tuned.PROFILE_MODE_FILE, 'manual\n')
+                return 0, '', ''
+        raise AssertionError('unexpected command: %r' % (args,))
+
+    def ran(self, tool, *words):
+        """The recorded invocations of ``tool`` (optionally only those containing ``words``)."""
+        return [c for c in self.calls if os.path.basename(c[0]) == tool and all(w in c for w in words)]
+
+
+def tree_checksum(root):
+    """Content, mode and link target of everything under ``root``."""
+    result = {}
+    for directory, dirs, names in os.walk(root):
+        for name in sorted(dirs + names):
+            full = os.path.join(directory, name)
+            rel = os.path.relpath(full, root)
+            if os.path.islink(full):
+                result[rel] = ('link', os.readlink(full))
+            elif os.path.isdir(full):
+                result[rel] = ('dir', oct(os.stat(full).st_mode))
+            else:
+                with open(full, 'rb') as f:
+                    result[rel] = ('file', oct(os.stat(full).st_mode), hashlib.sha1(f.read()).hexdigest())
+    return result
+
+
+class Env(object):
+    def __init__(self, host, tools):
+        self.host = host
+        self.tools = tools
+        self.warnings = []
+
+    @property
+    def root(self):
+        return self.host.root
+
+    def _call(self, args, check, diff):
+        args = dict(args)
+        if check:
+            args['_ansible_check_mode'] = True
+        if diff:
+            args['_ansible_diff'] = True
+        del self.warnings[:]
+        with set_module_args(args):
+            read_ahead.main()
+
+    def run(self, args, check=False, diff=False):
+        with pytest.raises(AnsibleExitJson) as info:
+            self._call(args, check, diff)
+        return info.value.result
+
+    def fail(self, args, check=False):
+        with pytest.raises(AnsibleFailJson) as info:
+            self._call(args, check, False)
+        return info.value.result
+
+    def rules(self):
+        """({match: kb}, {match: baseline}) of the owned rules file, or None when absent."""
+        text = files.read_text(files.root_path(self.root, RULES))
+        return None if text is None else udev_rules.parse(text)
+
+    def ra(self, name):
+        return self.host.read_ahead(name)
+
+    def with_tuned(self, active='virtual-guest', running=False):
+        self.host.write('/usr/lib/tuned/throughput-performance/tuned.conf', THROUGHPUT_PERFORMANCE)
+        self.host.write('/usr/lib/tuned/virtual-guest/tuned.conf', VIRTUAL_GUEST)
+        self.host.write(tuned.ACTIVE_PROFILE_FILE, active + '\n')
+        self.host.write(tuned.PROFILE_MODE_FILE, 'auto\n')
+        if running:
+            self.host.write(read_ahead.TUNED_PID_FILE, '812\n')
+            self.host.mkdir('/proc/812')
+        return self
+
+
+@pytest.fixture
+def env(tmpdir, monkeypatch, module_exit):
+    host = nitro_host(tmpdir)
+    tools = FakeTools(host)
+    environment = Env(host, tools)
+    monkeypatch.setattr(read_ahead, 'ROOT', host.root)
+    monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path',
+                        lambda module, arg, required=False, opt_dirs=None: tools.get_bin_path(module, arg, required))
+    monkeypatch.setattr(basic.AnsibleModule, 'run_command',
+                        lambda module, args, check_rc=False, **kw: tools.run_command(module, args, check_rc, **kw))
+    monkeypatch.setattr(basic.AnsibleModule, 'warn', lambda module, msg: environment.warnings.append(msg))
+    return environment
+
+
+def only_device(result):
+    assert len(result['devices']) == 1
+    return result['devices'][0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Check and diff mode
+
+def test_check_mode_changes_nothing_and_reports_plan(env):
+    env.with_tuned(running=True)
+    before = tree_checksum(env.root)
+    result = env.run({'paths': [REPO], 'read_ahead_kb': 32}, check=True)
+    assert tree_checksum(env.root) == before
+    assert result['changed'] is True
+    dev = only_device(result)
+    assert dev['name'] == 'dm-0'
+    assert dev['before_kb'] == 4096
+    assert dev['after_kb'] == 32
+    assert dev['lvm'] == {'vg': 'vg_aem', 'lv': 'lv_repo', 'before': 'auto', 'after': 64}
+    assert env.tools.ran('lvchange') == []
+    assert env.tools.ran('udevadm') == []
+    assert env.tools.ran('tuned-adm', 'profile') == []
+
+
+def test_diff_shows_the_new_rules_file(env):
+    result = env.run({'devices': ['dm-0'], 'read_ahead_kb': 32}, check=True, diff=True)
+    diff = result['diff'][0]
+    assert diff['before_header'] == '%s (absent)' % RULES
+    assert diff['before'] == ''
+    assert diff['after_header'] == RULES
+    assert udev_rules.render_rule(LV_MATCH, 32) + '\n' in diff['after']
+    assert udev_rules.parse(diff['after'])[1][LV_MATCH]['read_ahead_kb'] == 4096
+
+
+def test_no_diff_without_diff_mode(env):
+    assert 'diff' not in env.run({'devices': ['dm-0'], 'read_ahead_kb': 32}, check=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Setting
+
+def test_set_on_path_tunes_the_lv_and_persists(env):
+    result = env.run({'paths': [REPO], 'read_ahead_kb': 32})
+    assert result['changed'] is True
+    assert result['rules_file'] == RULES
+    dev = only_device(result)
+    assert dev['name'] == 'dm-0'
+    assert dev['path'] == '/dev/mapper/vg_aem-lv_repo'
+    assert dev['type'] == 'lvm'
+    assert dev['targets'] == [REPO]
+    assert dev['mount_points'] == ['/opt/aem']
+    assert dev['stable_id'] == {'key': 'ENV{DM_UUID}', 'value': LV_UUID, 'serial': None}
+    assert (dev['before_kb'], dev['after_kb']) == (4096, 32)
+    assert dev['rule'] == udev_rules.render_rule(LV_MATCH, 32)
+    # Real effects: sysfs, the rules file with its baseline, and the LVM metadata.
+    assert env.ra('dm-0') == 32
+    assert env.ra('nvme1n1') == 4096
+    rules, baselines = env.rules()
+    assert rules == {LV_MATCH: 32}
+    assert baselines[LV_MATCH] == {'match': LV_MATCH, 'device': 'dm-0', 'read_ahead_kb': 4096,
+                                   'lvm_read_ahead': 'auto'}
+    assert env.tools.lvm['vg_aem/lv_repo']['read_ahead'] == 64
+    assert env.tools.ran('lvchange') == [['/usr/sbin/lvchange', '--readahead', '64', 'vg_aem/lv_repo']]
+    assert dev['lvm'] == {'vg': 'vg_aem', 'lv': 'lv_repo', 'before': 'auto', 'after': 64}
+    assert env.tools.ran('udevadm', 'control', '--reload')
+
+
+def test_rules_file_mode_and_header(env):
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    full = env.host.path(RULES)
+    assert os.stat(full).st_mode & 0o777 == 0o644
+    assert files.is_managed(env.host.read(RULES))
+
+
+def test_set_by_partition_path_tunes_the_whole_disk(env):
+    env.host.mkdir('/etc')
+    dev = only_device(env.run({'paths': ['/etc'], 'read_ahead_kb': 64}))
+    assert dev['name'] == 'nvme0n1'
+    assert dev['type'] == 'nvme'
+    assert env.ra('nvme0n1') == 64
+    assert env.rules()[0] == {NVME0_MATCH: 64}
+
+
+def test_set_by_partition_device_tunes_the_whole_disk(env):
+    dev = only_device(env.run({'devices': ['/dev/nvme0n1p1'], 'read_ahead_kb': 64}))
+    assert dev['name'] == 'nvme0n1'
+    assert dev['targets'] == ['/dev/nvme0n1p1']
+    assert env.ra('nvme0n1') == 64
+
+
+def test_md_raid_is_tuned_and_persisted_by_md_uuid(env):
+    md_uuid = '3f2c1a4b:5d6e7f80:91a2b3c4:d5e6f708'
+    env.host.add_disk('sdb', '8:16', udev={'ID_SERIAL': 'disk-b'})
+    env.host.add_partition('sdb', 'sdb1', '8:17')
+    env.host.add_disk('sdc', '8:32', udev={'ID_SERIAL': 'disk-c'})
+    env.host.add_partition('sdc', 'sdc1', '8:33')
+    env.host.add_md('md127', '9:127', md_uuid, slaves=['sdb1', 'sdc1'], read_ahead_kb=256)
+    env.host.mount('9:127', '/srv', 'ext4', '/dev/md127')
+    result = env.run({'paths': ['/srv'], 'read_ahead_kb': 32, 'underlying': True})
+    assert [(d['name'], d['type']) for d in result['devices']] == [('md127', 'md'), ('sdb', 'disk'), ('sdc', 'disk')]
+    assert [env.ra(n) for n in ('md127', 'sdb', 'sdc')] == [32, 32, 32]
+    assert env.rules()[0] == {'ENV{MD_UUID}=="%s"' % md_uuid: 32, 'ENV{ID_SERIAL}=="disk-b"': 32,
+                              'ENV{ID_SERIAL}=="disk-c"': 32}
+    env.run({'paths': ['/srv'], 'state': 'absent', 'underlying': True})
+    assert [env.ra(n) for n in ('md127', 'sdb', 'sdc')] == [256, 128, 128]
+    assert env.rules() is None
+
+
+def test_udev_trigger_when_udevd_runs(env):
+    env.host.write('/run/udev/control', '')
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert env.tools.ran('udevadm', 'trigger') == [[
+        '/usr/bin/udevadm', 'trigger', '--action=change', '--subsystem-match=block', '--sysname-match=dm-0']]
+
+
+def test_same_device_by_several_names_is_one_entry(env):
+    result = env.run({'devices': ['dm-0', '/dev/mapper/vg_aem-lv_repo', '/dev/vg_aem/lv_repo'],
+                      'paths': [REPO], 'read_ahead_kb': 32})
+    dev = only_device(result)
+    assert dev['targets'] == ['dm-0', '/dev/mapper/vg_aem-lv_repo', '/dev/vg_aem/lv_repo', REPO]
+
+
+def test_second_run_is_idempotent(env):
+    env.run({'paths': [REPO], 'read_ahead_kb': 32})
+    before = tree_checksum(env.root)
+    del env.tools.calls[:]
+    result = env.run({'paths': [REPO], 'read_ahead_kb': 32})
+    assert result['changed'] is False
+    assert tree_checksum(env.root) == before
+    assert env.tools.ran('lvchange') == []
+    assert env.tools.ran('udevadm') == []
+    assert only_device(result)['before_kb'] == 32
+
+
+def test_changing_the_value_keeps_the_original_baseline(env):
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 128})
+    rules, baselines = env.rules()
+    assert rules == {LV_MATCH: 128}
+    assert baselines[LV_MATCH]['read_ahead_kb'] == 4096
+    assert baselines[LV_MATCH]['lvm_read_ahead'] == 'auto'
+    assert env.ra('dm-0') == 128
+    assert env.tools.lvm['vg_aem/lv_repo']['read_ahead'] == 256
+
+
+def test_persist_false_changes_only_the_running_value(env):
+    result = env.run({'devices': ['dm-0'], 'read_ahead_kb': 32, 'persist': False})
+    assert result['changed'] is True
+    assert env.ra('dm-0') == 32
+    assert env.rules() is None
+    assert env.tools.ran('lvchange') == []
+    assert env.tools.lvm['vg_aem/lv_repo']['read_ahead'] == 'auto'
+    assert only_device(result)['rule'] is None
+
+
+def test_persist_false_warns_when_a_persisted_rule_disagrees(env):
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 64, 'persist': False})
+    assert env.ra('dm-0') == 64
+    assert env.rules()[0] == {LV_MATCH: 32}
+    assert any('persisted rule' in w and '32 KiB' in w for w in env.warnings)
+
+
+def test_zero_is_a_valid_value(env):
+    env.run({'devices': ['nvme1n1'], 'read_ahead_kb': 0})
+    assert env.ra('nvme1n1') == 0
+    assert env.rules()[0] == {NVME1_MATCH: 0}
+
+
+def test_rules_for_other_devices_are_preserved(env):
+    env.run({'devices': ['nvme0n1'], 'read_ahead_kb': 256})
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert env.rules()[0] == {NVME0_MATCH: 256, LV_MATCH: 32}
+    env.run({'devices': ['dm-0'], 'state': 'absent'})
+    rules, baselines = env.rules()
+    assert rules == {NVME0_MATCH: 256}
+    assert list(baselines) == [NVME0_MATCH]
+    assert env.ra('nvme0n1') == 256
+
+
+def test_underlying_tunes_the_disks_beneath_the_lv(env):
+    result = env.run({'paths': [REPO], 'read_ahead_kb': 32, 'underlying': True})
+    assert [d['name'] for d in result['devices']] == ['dm-0', 'nvme1n1']
+    assert result['devices'][1]['targets'] == [REPO]
+    assert env.ra('dm-0') == 32
+    assert env.ra('nvme1n1') == 32
+    assert env.ra('nvme0n1') == 4096
+    assert env.rules()[0] == {LV_MATCH: 32, NVME1_MATCH: 32}
+
+
+def test_without_lvs_the_lvm_metadata_is_left_alone_with_a_warning(env):
+    env.tools.missing.add('lvs')
+    result = env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert 'lvm' not in only_device(result)
+    assert env.ra('dm-0') == 32
+    assert env.tools.lvm['vg_aem/lv_repo']['read_ahead'] == 'auto'
+    assert any('lvs is not installed' in w for w in env.warnings)
+
+
+def test_without_udevadm_warns_that_the_rule_applies_at_boot(env):
+    env.tools.missing.add('udevadm')
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert env.rules()[0] == {LV_MATCH: 32}
+    assert any('udevadm not found' in w for w in env.warnings)
+
+
+def test_nvme_without_udev_db_is_persisted_by_controller_serial(env):
+    os.unlink(env.host.path('/run/udev/data/b259:2'))
+    dev = only_device(env.run({'devices': ['nvme1n1'], 'read_ahead_kb': 32}))
+    assert dev['stable_id'] == {'key': 'ATTRS{serial}', 'value': 'vol0123456789abcdef0',
+                                'serial': 'vol0123456789abcdef0'}
+    assert env.rules()[0] == {'ATTRS{serial}=="vol0123456789abcdef0"': 32}
+
+
+# ---------------------------------------------------------------------------------------------
+# Backing out
+
+def test_absent_restores_the_recorded_baseline(env):
+    env.run({'paths': [REPO], 'read_ahead_kb': 32})
+    del env.tools.calls[:]
+    result = env.run({'paths': [REPO], 'state': 'absent'})
+    assert result['changed'] is True
+    dev = only_device(result)
+    assert (dev['before_kb'], dev['after_kb']) == (32, 4096)
+    assert env.ra('dm-0') == 4096
+    assert env.tools.ran('lvchange') == [['/usr/sbin/lvchange', '--readahead', 'auto', 'vg_aem/lv_repo']]
+    assert env.tools.lvm['vg_aem/lv_repo']['read_ahead'] == 'auto'
+    assert not env.host.exists(RULES)
+
+
+def test_absent_check_mode_changes_nothing(env):
+    env.run({'paths': [REPO], 'read_ahead_kb': 32})
+    before = tree_checksum(env.root)
+    result = env.run({'paths': [REPO], 'state': 'absent'}, check=True, diff=True)
+    assert tree_checksum(env.root) == before
+    assert result['changed'] is True
+    assert only_device(result)['after_kb'] == 4096
+    assert result['diff'][0]['after_header'] == '%s (absent)' % RULES
+
+
+def test_absent_twice_is_unchanged(env):
+    env.run({'paths': [REPO], 'read_ahead_kb': 32})
+    env.run({'paths': [REPO], 'state': 'absent'})
+    before = tree_checksum(env.root)
+    result = env.run({'paths': [REPO], 'state': 'absent'})
+    assert result['changed'] is False
+    assert tree_checksum(env.root) == before
+
+
+def test_absent_without_record_leaves_value_and_warns(env):
+    result = env.run({'devices': ['nvme1n1'], 'state': 'absent'})
+    assert result['changed'] is False
+    assert env.ra('nvme1n1') == 4096
+    assert any('no recorded original value' in w for w in env.warnings)
+
+
+def test_absent_ignores_read_ahead_kb(env):
+    env.run({'devices': ['nvme1n1'], 'read_ahead_kb': 32})
+    env.run({'devices': ['nvme1n1'], 'state': 'absent', 'read_ahead_kb': 64})
+    assert env.ra('nvme1n1') == 4096
+
+
+# ---------------------------------------------------------------------------------------------
+# Conflicts
+
+def test_tuned_conflict_reported_when_override_is_off(env):
+    env.with_tuned('virtual-guest')
+    result = env.run({'devices': ['nvme1n1'], 'read_ahead_kb': 32, 'tuned_override': False})
+    conflicts = only_device(result)['conflicts']
+    assert len(conflicts) == 1
+    conflict = conflicts[0]
+    assert conflict['source'] == 'tuned'
+    assert conflict['profile'] == 'throughput-performance'
+    assert conflict['active_profiles'] == ['virtual-guest']
+    assert conflict['instance'] == 'disk'
+    assert conflict['setting'] == '>4096'
+    assert conflict['running'] is False
+    assert '4096 KiB' in conflict['effect']
+    assert any('tuned profile virtual-guest' in w and 'throughput-performance' in w and '>4096' in w
+               for w in env.warnings)
+    assert not env.host.exists(tuned.child_profile_path(env.root))
+
+
+def test_tuned_conflict_for_nvme_only_from_tuned_2_18(env):
+    env.with_tuned('virtual-guest')
+    env.tools.tuned_version = 'tuned-adm 2.11.0\n'
+    assert only_device(env.run({'devices': ['nvme1n1'], 'read_ahead_kb': 32,
+                                'tuned_override': False}))['conflicts'] == []
+    # dm devices are tuned by every version.
+    assert only_device(env.run({'devices': ['dm-0'], 'read_ahead_kb': 32,
+                                'tuned_override': False}))['conflicts'][0]['source'] == 'tuned'
+
+
+def test_no_conflict_when_tuned_child_instance_takes_the_device(env):
+    env.with_tuned('aemops')
+    env.host.write('/etc/tuned/aemops/tuned.conf', '\n'.join([
+        '[main]', 'include=virtual-guest',
+        '[mydisk]', 'type=disk', 'devices_udev_regex=ID_SERIAL=.*vol0123456789abcdef0.*', 'priority=-5',
+        'readahead=32',
+    ]) + '\n')
+    result = env.run({'devices': ['nvme1n1'], 'read_ahead_kb': 32, 'tuned_override': False})
+    assert only_device(result)['conflicts'] == []
+    assert not any('tuned' in w for w in env.warnings)
+    # The root disk is still raised by the inherited [disk] instance.
+    other = env.run({'devices': ['nvme0n1'], 'read_ahead_kb': 32, 'tuned_override': False})
+    assert only_device(other)['conflicts'][0]['instance'] == 'disk'
+
+
+def test_broken_tuned_profile_only_warns_when_override_is_off(env):
+    env.with_tuned('loop')
+    env.host.write('/etc/tuned/loop/tuned.conf', '[main]\ninclude=loop\n')
+    result = env.run({'devices': ['nvme1n1'], 'read_ahead_kb': 32, 'tuned_override': False})
+    assert only_device(result)['conflicts'] == []
+    assert any('cannot read the active tuned profile' in w for w in env.warnings)
+    assert env.ra('nvme1n1') == 32
+
+
+def test_competing_udev_rule_and_rc_local_are_reported(env):
+    env.host.write('/etc/udev/rules.d/60-custom.rules',
+                   'ACTION=="add", KERNEL=="nvme*", ATTR{queue/read_ahead_kb}="4096"\n')
+    env.host.write('/etc/rc.d/rc.local', '#!/bin/sh\nblockdev --setra 8192 /dev/nvme1n1\n')
+    env.host.symlink('/etc/rc.local', 'rc.d/rc.local')
+    conflicts = only_device(env.run({'devices': ['nvme1n1'], 'read_ahead_kb': 32}))['conflicts']
+    assert conflicts == [
+        {'source': 'udev rule', 'file': '/etc/udev/rules.d/60-custom.rules', 'line': 1,
+         'text': 'ACTION=="add", KERNEL=="nvme*", ATTR{queue/read_ahead_kb}="4096"'},
+        {'source': 'rc.local', 'file': '/etc/rc.d/rc.local', 'line': 2,
+         'text': 'blockdev --setra 8192 /dev/nvme1n1'},
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# tuned_override: the collection's tuned child profile
+
+def test_tuned_override_writes_and_activates_the_child_profile(env):
+    env.with_tuned('virtual-guest')
+    result = env.run({'devices': ['nvme1n1'], 'read_ahead_kb': 32})
+    assert only_device(result)['conflicts'] == []
+    path = tuned.child_profile_path(env.root)
+    assert result['tuned_profile']['path'] == path
+    assert result['tuned_profile']['parents'] == ['virtual-guest']
+    assert result['tuned_profile']['changed'] is True
+    # tuned is not running: the state files are written as tuned-adm would.
+    assert tuned.active_profiles(env.root) == [tuned.CHILD_PROFILE]
+    units = tuned.effective_units(env.root)[0]
+    props = blockdev.udev_db(env.root, 'nvme1n1')[0]
+    assert tuned.read_ahead_for_device(units, 'nvme1n1', props)['readahead']['kb'] == 32
+    root_props = blockdev.udev_db(env.root, 'nvme0n1')[0]
+    assert tuned.read_ahead_for_device(units, 'nvme0n1', root_props)['readahead']['raw'] == '>4096'
+
+
+def test_tuned_override_with_tuned_running_switches_with_tuned_adm(env):
+    env.with_tuned('virtual-guest', running=True)
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert env.tools.ran('tuned-adm', 'profile') == [['/usr/sbin/tuned-adm', 'profile', tuned.CHILD_PROFILE]]
+    assert tuned.active_profiles(env.root) == [tuned.CHILD_PROFILE]
+
+
+def test_tuned_override_is_idempotent(env):
+    env.with_tuned('virtual-guest', running=True)
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    before = tree_checksum(env.root)
+    del env.tools.calls[:]
+    result = env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert result['changed'] is False
+    assert result['tuned_profile']['changed'] is False
+    assert tree_checksum(env.root) == before
+    assert env.tools.ran('tuned-adm', 'profile') == []
+
+
+def test_tuned_override_diff_includes_the_child_profile(env):
+    env.with_tuned('virtual-guest')
+    result = env.run({'devices': ['dm-0'], 'read_ahead_kb': 32}, check=True, diff=True)
+    assert len(result['diff']) == 2
+    assert result['diff'][1]['after_header'] == tuned.child_profile_path(env.root)
+    assert 'include=virtual-guest' in result['diff'][1]['after']
+
+
+def test_absent_removes_the_child_profile_and_restores_the_parent(env):
+    env.with_tuned('virtual-guest', running=True)
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    env.run({'devices': ['dm-0'], 'state': 'absent'})
+    assert not env.host.exists(tuned.child_profile_path(env.root))
+    assert tuned.active_profiles(env.root) == ['virtual-guest']
+    assert env.ra('dm-0') == 4096
+
+
+def test_absent_restores_the_recorded_profile_mode(env):
+    env.with_tuned('virtual-guest')
+    assert tuned.profile_mode(env.root) == 'auto'
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    env.run({'devices': ['dm-0'], 'state': 'absent'})
+    assert tuned.profile_mode(env.root) == 'auto'
+
+
+def test_orphaned_child_profile_activation_is_not_reported_as_a_change_every_run(env):
+    env.with_tuned(tuned.CHILD_PROFILE)  # active, but /etc/tuned/aemops-os-tuning/tuned.conf does not exist
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    before = tree_checksum(env.root)
+    second = env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert tree_checksum(env.root) == before
+    assert second['changed'] is False
+
+
+def test_tuned_override_without_active_profile_does_nothing_to_tuned(env):
+    result = env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert result['tuned_profile'] is None
+    assert not env.host.exists(tuned.child_profile_path(env.root))
+
+
+def test_tuned_override_broken_active_profile_fails_cleanly(env):
+    env.with_tuned('loop')
+    env.host.write('/etc/tuned/loop/tuned.conf', '[main]\ninclude=loop\n')
+    before = tree_checksum(env.root)
+    result = env.fail({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert 'cannot plan the tuned child profile' in result['msg']
+    assert 'includes itself' in result['msg']
+    assert tree_checksum(env.root) == before
+
+
+# ---------------------------------------------------------------------------------------------
+# ignore_missing
+
+def test_ignore_missing_skips_a_missing_device_with_a_warning(env):
+    result = env.run({'devices': ['sdz', 'dm-0'], 'paths': ['/tmp'], 'read_ahead_kb': 32, 'ignore_missing': True})
+    assert [s['target'] for s in result['skipped']] == ['sdz', '/tmp']
+    assert 'no such block device: sdz' in result['skipped'][0]['reason']
+    assert [d['name'] for d in result['devices']] == ['dm-0']
+    assert env.ra('dm-0') == 32
+    assert any(w.startswith('skipping sdz: ') for w in env.warnings)
+    assert any(w.startswith('skipping /tmp: ') for w in env.warnings)
+
+
+def test_ignore_missing_with_nothing_left_is_unchanged(env):
+    before = tree_checksum(env.root)
+    result = env.run({'devices': ['sdz'], 'read_ahead_kb': 32, 'ignore_missing': True})
+    assert result['changed'] is False
+    assert result['devices'] == []
+    assert tree_checksum(env.root) == before
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors: each fails with a message naming the problem, and changes nothing.
+
+def _no_stable_id(env):
+    env.host.add_disk('vdb', '252:16')
+
+
+def _foreign_rules_line(env):
+    env.host.write(RULES, udev_rules.render({LV_MATCH: 32}, {}) + 'KERNEL=="sdb", ATTR{queue/read_ahead_kb}="512"\n')
+
+
+def _damaged_baseline(env):
+    env.host.write(RULES, udev_rules.render({}, {LV_MATCH: {'match': LV_MATCH}}).replace('}', ''))
+
+
+def _read_only_sysfs(env, monkeypatch):
+    env.host.mount('0:30', '/sys', 'sysfs', 'sysfs', 'ro,nosuid,nodev,noexec,relatime')
+    _deny_sysfs_writes(monkeypatch)
+
+
+def _deny_sysfs_writes(monkeypatch):
+    real = os.access
+
+    def access(path, mode):
+        if mode & os.W_OK and str(path).endswith('read_ahead_kb'):
+            return False
+        return real(path, mode)
+    monkeypatch.setattr(os, 'access', access)
+
+
+def _not_root(env, monkeypatch):
+    _deny_sysfs_writes(monkeypatch)
+    monkeypatch.setattr(os, 'geteuid', lambda: 1000)
+
+
+def _lvs_fails(env):
+    env.tools.lvs_rc = 5
+
+
+BAD_INPUTS = [
+    # (id, args, setup, message fragments)
+    ('no-targets', {'read_ahead_kb': 32}, None, ['nothing to tune']),
+    ('no-value', {'devices': ['dm-0']}, None, ['read_ahead_kb is required with state=present']),
+    ('negative', {'devices': ['dm-0'], 'read_ahead_kb': -4}, None, ['read_ahead_kb=-4 is out of range']),
+    ('too-large', {'devices': ['dm-0'], 'read_ahead_kb': 65537}, None, ['read_ahead_kb=65537 is out of range']),
+    ('not-page-multiple', {'devices': ['dm-0'], 'read_ahead_kb': 30}, None,
+     ['read_ahead_kb=30 is not a multiple of the page size', 'would store 28']),
+    ('not-an-int', {'devices': ['dm-0'], 'read_ahead_kb': 'lots'}, None, ['read_ahead_kb']),
+    ('bad-state', {'devices': ['dm-0'], 'read_ahead_kb': 32, 'state': 'gone'}, None, ['state', 'present, absent']),
+    ('unknown-option', {'devices': ['dm-0'], 'read_ahead_kb': 32, 'readahead': 32}, None, ['readahead']),
+    ('relative-path', {'paths': ['opt/aem'], 'read_ahead_kb': 32}, None,
+     ["'opt/aem' is not an absolute path"]),
+    ('empty-device', {'devices': [''], 'read_ahead_kb': 32}, None, ['devices contains an empty entry']),
+    ('blank-device', {'devices': ['dm-0', '  '], 'read_ahead_kb': 32}, None, ['devices contains an empty entry']),
+    ('missing-device', {'devices': ['sdz'], 'read_ahead_kb': 32}, None, ['no such block device: sdz']),
+    ('missing-dev-path', {'devices': ['/dev/mapper/vg_aem-nope'], 'read_ahead_kb': 32}, None,
+     ['no such block device: /dev/mapper/vg_aem-nope']),
+    ('path-as-device', {'devices': ['opt/aem'], 'read_ahead_kb': 32}, None, ['opt/aem must be a kernel name']),
+    ('tmpfs-path', {'paths': ['/tmp'], 'read_ahead_kb': 32}, None, ['/tmp is on tmpfs', 'no block device']),
+    ('missing-path', {'paths': ['/opt/aem/nope'], 'read_ahead_kb': 32}, None, ['/opt/aem/nope does not exist']),
+    ('all-errors-at-once', {'devices': ['sdz'], 'paths': ['/tmp'], 'read_ahead_kb': 32}, None,
+     ['no such block device: sdz', '/tmp is on tmpfs']),
+    ('no-stable-id', {'devices': ['vdb'], 'read_ahead_kb': 32}, _no_stable_id,
+     ['vdb (disk) has no stable identity', 'persist=false']),
+    ('foreign-rules-line', {'devices': ['dm-0'], 'read_ahead_kb': 32}, _foreign_rules_line,
+     ['%s line 4 was not written by aemops.os_tuning' % RULES]),
+    ('damaged-baseline', {'devices': ['dm-0'], 'read_ahead_kb': 32}, _damaged_baseline,
+     ['damaged baseline records']),
+    ('lvs-fails', {'devices': ['dm-0'], 'read_ahead_kb': 32}, _lvs_fails,
+     ['lvs failed for vg_aem/lv_repo (dm-0)', 'not found']),
+]
+
+
+@pytest.mark.parametrize('args, setup, fragments', [b[1:] for b in BAD_INPUTS], ids=[b[0] for b in BAD_INPUTS])
+def test_bad_input_fails_and_changes_nothing(env, args, setup, fragments):
+    if setup is not None:
+        setup(env)
+    before = tree_checksum(env.root)
+    result = env.fail(args)
+    assert result['failed'] is True
+    for fragment in fragments:
+        assert fragment in result['msg']
+    assert tree_checksum(env.root) == before
+    assert env.tools.ran('lvchange') == []
+    assert env.tools.ran('udevadm') == []
+
+
+def test_read_only_sysfs_gives_the_container_message(env, monkeypatch):
+    _read_only_sysfs(env, monkeypatch)
+    before = tree_checksum(env.root)
+    result = env.fail({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert 'cannot set read-ahead inside a container' in result['msg']
+    assert 'dm-0/queue/read_ahead_kb' in result['msg']
+    assert tree_checksum(env.root) == before
+    assert env.tools.ran('lvchange') == []
+
+
+def test_read_only_sysfs_also_fails_in_check_mode(env, monkeypatch):
+    _read_only_sysfs(env, monkeypatch)
+    result = env.fail({'devices': ['dm-0'], 'read_ahead_kb': 32}, check=True)
+    assert 'inside a container' in result['msg']
+
+
+def test_permission_denied_gives_the_become_message(env, monkeypatch):
+    _not_root(env, monkeypatch)
+    before = tree_checksum(env.root)
+    result = env.fail({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert 'permission denied' in result['msg']
+    assert 'needs root' in result['msg']
+    assert 'become: true' in result['msg']
+    assert tree_checksum(env.root) == before
+
+
+def test_unchanged_value_needs_no_write_access(env, monkeypatch):
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    _not_root(env, monkeypatch)
+    assert env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})['changed'] is False
