@@ -1,0 +1,1090 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Unit tests for module_utils/bootloader.py.
+
+Fake hosts are trees under ``tmpdir`` (os-release, /etc/default/grub, BLS entries, EFI
+directories, /proc/cmdline). The boot tools are fake executables in ``tmpdir/bin`` run for
+real through ``subprocess``: each appends its argv to a log; grubby and grub2-editenv print
+canned state (``--info=ALL``, ``- list``) whose changes the tests apply after running a
+planned command, while the fake grub2-mkconfig and update-grub regenerate grub.cfg by
+sourcing /etc/default/grub with /bin/sh, which checks the quoting of the edited file
+independently of the parser under test.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import stat
+import subprocess
+
+import pytest
+
+from ansible_collections.aemops.os_tuning.plugins.module_utils import bootloader as bl
+from ansible_collections.aemops.os_tuning.plugins.module_utils.files import atomic_write
+
+KEY = 'transparent_hugepage'
+
+OS_RELEASE = {
+    'el7': 'NAME="CentOS Linux"\nVERSION="7 (Core)"\nID="centos"\nID_LIKE="rhel fedora"\nVERSION_ID="7"\n',
+    'rhel7': 'NAME="Red Hat Enterprise Linux Server"\nID="rhel"\nID_LIKE="fedora"\nVERSION_ID="7.9"\n',
+    'el8': 'NAME="Red Hat Enterprise Linux"\nVERSION="8.9 (Ootpa)"\nID="rhel"\nID_LIKE="fedora"\nVERSION_ID="8.9"\n',
+    'el9': 'NAME="Rocky Linux"\nVERSION="9.3 (Blue Onyx)"\nID="rocky"\nID_LIKE="rhel centos fedora"\nVERSION_ID="9.3"\n',
+    'debian': 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="12"\nID=debian\n',
+    'ubuntu': 'NAME="Ubuntu"\nVERSION_ID="22.04"\nID=ubuntu\nID_LIKE=debian\n',
+}
+
+GRUB_EL7 = (
+    'GRUB_TIMEOUT=5\n'
+    'GRUB_DISTRIBUTOR="$(sed \'s, release .*$,,g\' /etc/system-release)"\n'
+    'GRUB_DEFAULT=saved\n'
+    'GRUB_DISABLE_SUBMENU=true\n'
+    'GRUB_TERMINAL_OUTPUT="console"\n'
+    'GRUB_CMDLINE_LINUX="crashkernel=auto rd.lvm.lv=centos/root rd.lvm.lv=centos/swap rhgb quiet"\n'
+    'GRUB_DISABLE_RECOVERY="true"\n'
+)
+
+GRUB_DEBIAN = (
+    '# If you change this file, run \'update-grub\' afterwards to update\n'
+    'GRUB_DEFAULT=0\n'
+    'GRUB_TIMEOUT=5\n'
+    'GRUB_DISTRIBUTOR=`lsb_release -i -s 2> /dev/null || echo Debian`\n'
+    'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\n'
+    'GRUB_CMDLINE_LINUX=""\n'
+)
+
+EL8_INFO = (
+    'index=0\n'
+    'kernel="/boot/vmlinuz-4.18.0-513.5.1.el8_9.x86_64"\n'
+    'args="ro crashkernel=auto resume=/dev/mapper/rhel-swap rd.lvm.lv=rhel/root rhgb quiet $tuned_params"\n'
+    'root="/dev/mapper/rhel-root"\n'
+    'initrd="/boot/initramfs-4.18.0-513.5.1.el8_9.x86_64.img $tuned_initrd"\n'
+    'title="Red Hat Enterprise Linux (4.18.0-513.5.1.el8_9.x86_64) 8.9 (Ootpa)"\n'
+    'id="0123456789abcdef0123456789abcdef-4.18.0-513.5.1.el8_9.x86_64"\n'
+    'index=1\n'
+    'kernel="/boot/vmlinuz-4.18.0-477.10.1.el8_8.x86_64"\n'
+    'args="ro crashkernel=auto resume=/dev/mapper/rhel-swap rd.lvm.lv=rhel/root rhgb quiet $tuned_params"\n'
+    'root="/dev/mapper/rhel-root"\n'
+    'initrd="/boot/initramfs-4.18.0-477.10.1.el8_8.x86_64.img $tuned_initrd"\n'
+    'title="Red Hat Enterprise Linux (4.18.0-477.10.1.el8_8.x86_64) 8.8 (Ootpa)"\n'
+    'id="0123456789abcdef0123456789abcdef-4.18.0-477.10.1.el8_8.x86_64"\n'
+)
+
+# RHEL 8.0's grubby printed the entries' options as written: "$kernelopts" unexpanded.
+EL8_0_INFO = (
+    'index=0\n'
+    'kernel=/boot/vmlinuz-4.18.0-80.el8.x86_64\n'
+    'args="$kernelopts $tuned_params"\n'
+    'initrd=/boot/initramfs-4.18.0-80.el8.x86_64.img $tuned_initrd\n'
+    'title=Red Hat Enterprise Linux (4.18.0-80.el8.x86_64) 8.0 (Ootpa)\n'
+    'index=1\n'
+    'kernel=/boot/vmlinuz-0-rescue-0123456789abcdef0123456789abcdef\n'
+    'args="$kernelopts"\n'
+    'initrd=/boot/initramfs-0-rescue-0123456789abcdef0123456789abcdef.img\n'
+    'title=Red Hat Enterprise Linux (0-rescue-0123456789abcdef0123456789abcdef) 8.0 (Ootpa)\n'
+)
+
+EL8_KERNELOPTS = 'root=/dev/mapper/rhel-root ro crashkernel=auto resume=/dev/mapper/rhel-swap rd.lvm.lv=rhel/root rhgb quiet '
+EL8_GRUBENV = (
+    'saved_entry=0123456789abcdef0123456789abcdef-4.18.0-513.5.1.el8_9.x86_64\n'
+    'kernelopts=%s\n'
+    'boot_success=0\n'
+    'tuned_params=\n'
+    'tuned_initrd=\n' % EL8_KERNELOPTS
+)
+
+EL9_ARGS = 'ro crashkernel=1G-4G:192M,4G-64G:256M,64G-:512M resume=UUID=5b4c rhgb quiet'
+EL9_INFO = (
+    'index=0\n'
+    'kernel="/boot/vmlinuz-5.14.0-362.8.1.el9_3.x86_64"\n'
+    'args="%s"\n'
+    'root="UUID=0f1e2d3c-aaaa-bbbb-cccc-1234567890ab"\n'
+    'initrd="/boot/initramfs-5.14.0-362.8.1.el9_3.x86_64.img"\n'
+    'title="Rocky Linux (5.14.0-362.8.1.el9_3.x86_64) 9.3 (Blue Onyx)"\n'
+    'id="fedcba9876543210fedcba9876543210-5.14.0-362.8.1.el9_3.x86_64"\n'
+    'index=1\n'
+    'kernel="/boot/vmlinuz-0-rescue-fedcba9876543210fedcba9876543210"\n'
+    'args="%s"\n'
+    'root="UUID=0f1e2d3c-aaaa-bbbb-cccc-1234567890ab"\n'
+    'initrd="/boot/initramfs-0-rescue-fedcba9876543210fedcba9876543210.img"\n'
+    'title="Rocky Linux (0-rescue-fedcba9876543210fedcba9876543210) 9.3 (Blue Onyx)"\n'
+    'id="fedcba9876543210fedcba9876543210-0-rescue"\n' % (EL9_ARGS, EL9_ARGS)
+)
+EL9_GRUBENV = 'saved_entry=fedcba9876543210fedcba9876543210-5.14.0-362.8.1.el9_3.x86_64\nboot_success=0\n'
+EL9_KERNEL_CMDLINE = 'root=UUID=0f1e2d3c-aaaa-bbbb-cccc-1234567890ab %s\n' % EL9_ARGS
+
+PROC_CMDLINE = 'BOOT_IMAGE=(hd0,msdos1)/vmlinuz-x root=/dev/mapper/rhel-root ro crashkernel=auto rhgb quiet\n'
+
+# The fake grub2-mkconfig/update-grub: log argv, source /etc/default/grub (and for
+# update-grub the grub.d drop-ins) with /bin/sh and write kernel lines from the result.
+MKCONFIG = r'''#!/bin/sh
+printf '%%s\t' "$(basename "$0")" "$@" >> '%(log)s'; echo >> '%(log)s'
+GRUB_CMDLINE_LINUX=; GRUB_CMDLINE_LINUX_DEFAULT=
+. '%(root)s/etc/default/grub'
+if [ '%(dropins)s' = yes ]; then
+  for f in '%(root)s'/etc/default/grub.d/*.cfg; do [ -e "$f" ] && . "$f"; done
+fi
+if [ "$1" = -o ]; then out='%(root)s'"$2"; else out='%(root)s/boot/grub/grub.cfg'; fi
+{
+  echo 'set default=0'
+  echo '### BEGIN /etc/grub.d/10_linux ###'
+  for k in %(kernels)s; do
+    echo "menuentry 'Linux $k' {"
+    echo "	%(linux)s	/vmlinuz-$k root=/dev/sda1 ro $GRUB_CMDLINE_LINUX $GRUB_CMDLINE_LINUX_DEFAULT"
+    echo "}"
+    echo "menuentry 'Linux $k (recovery mode)' {"
+    echo "	%(linux)s	/vmlinuz-$k root=/dev/sda1 ro single $GRUB_CMDLINE_LINUX"
+    echo "}"
+  done
+  echo '### END /etc/grub.d/10_linux ###'
+  echo '### BEGIN /etc/grub.d/40_custom ###'
+  echo "menuentry 'custom' { %(linux)s /vmlinuz-custom root=/dev/sda1 }"
+  echo '### END /etc/grub.d/40_custom ###'
+} > "$out"
+'''
+
+# grubby and grub2-editenv: log argv, print the canned state for the read-only calls.
+READER = r'''#!/bin/sh
+printf '%%s\t' "$(basename "$0")" "$@" >> '%(log)s'; echo >> '%(log)s'
+case "$*" in
+  '%(read_args)s') cat '%(state)s' ;;
+esac
+'''
+
+
+class Host(object):
+    """A fake host: a root tree, a bin directory of fake tools and their call log."""
+
+    def __init__(self, tmpdir):
+        self.root = str(tmpdir.join('root'))
+        self.bin = str(tmpdir.join('bin'))
+        self.state = str(tmpdir.join('state'))
+        self.log = str(tmpdir.join('calls.log'))
+        for d in (self.root, self.bin, self.state):
+            os.makedirs(d)
+        open(self.log, 'w').close()
+
+    # files under root
+    def path(self, target):
+        return os.path.join(self.root, target.lstrip('/'))
+
+    def write(self, target, text):
+        full = self.path(target)
+        if not os.path.isdir(os.path.dirname(full)):
+            os.makedirs(os.path.dirname(full))
+        with open(full, 'w') as f:
+            f.write(text)
+
+    def read(self, target):
+        full = self.path(target)
+        if not os.path.exists(full):
+            return None
+        with open(full) as f:
+            return f.read()
+
+    def mkdir(self, target):
+        full = self.path(target)
+        if not os.path.isdir(full):
+            os.makedirs(full)
+
+    # fake tools
+    def tool(self, name, script):
+        full = os.path.join(self.bin, name)
+        with open(full, 'w') as f:
+            f.write(script)
+        os.chmod(full, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+        return full
+
+    def mkconfig(self, name, linux='linux16', kernels='3.10.0-1160.el7.x86_64 3.10.0-957.el7.x86_64', dropins=False):
+        return self.tool(name, MKCONFIG % {'log': self.log, 'root': self.root, 'linux': linux,
+                                           'kernels': kernels, 'dropins': 'yes' if dropins else 'no'})
+
+    def grubby(self, info):
+        self.set_state('grubby-info', info)
+        return self.tool('grubby', READER % {'log': self.log, 'read_args': '--info=ALL',
+                                             'state': os.path.join(self.state, 'grubby-info')})
+
+    def editenv(self, grubenv):
+        self.set_state('grubenv', grubenv)
+        return self.tool('grub2-editenv', READER % {'log': self.log, 'read_args': '- list',
+                                                    'state': os.path.join(self.state, 'grubenv')})
+
+    def set_state(self, name, text):
+        with open(os.path.join(self.state, name), 'w') as f:
+            f.write(text)
+
+    def get_state(self, name):
+        with open(os.path.join(self.state, name)) as f:
+            return f.read()
+
+    # the injected callables
+    def run(self, argv):
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        out, err = proc.communicate()
+        return proc.returncode, out, err
+
+    def which(self, name):
+        full = os.path.join(self.bin, name)
+        return full if os.access(full, os.X_OK) else None
+
+    def calls(self):
+        with open(self.log) as f:
+            return [line.rstrip('\n').rstrip('\t').split('\t') for line in f if line.strip()]
+
+    def clear_calls(self):
+        open(self.log, 'w').close()
+
+    # convenience
+    def detect(self):
+        return bl.detect(self.root, self.which)
+
+    def plan(self, value='never'):
+        return bl.plan(self.root, self.detect(), KEY, value, self.run)
+
+    def configured(self):
+        return bl.configured(self.root, self.detect(), KEY, self.run)
+
+    def apply(self, result):
+        """What the caller does outside check mode: write the files, then run the commands.
+
+        grubby and grub2-editenv only log; their effect on the canned state is simulated here
+        with plain token handling (separate from the code under test).
+        """
+        for entry in result['files']:
+            atomic_write(self.path(entry['path']), entry['after'])
+        for argv in result['commands']:
+            rc, out, err = self.run(argv)
+            assert rc == 0, (argv, out, err)
+            tool = os.path.basename(argv[0])
+            if tool == 'grubby':
+                self._simulate_grubby(argv[1:])
+            elif tool == 'grub2-editenv':
+                self._simulate_editenv(argv[1:])
+
+    def _simulate_grubby(self, options):
+        assert options[0] == '--update-kernel=ALL'
+        remove, add = [], []
+        for opt in options[1:]:
+            if opt.startswith('--remove-args='):
+                remove.extend(opt[len('--remove-args='):].split())
+            elif opt.startswith('--args='):
+                add.extend(opt[len('--args='):].split())
+        lines = []
+        for line in self.get_state('grubby-info').splitlines():
+            if line.startswith('args="'):
+                words = line[len('args="'):-1].split()
+                drop = remove + [a.split('=')[0] for a in add]
+                words = [w for w in words if w.split('=')[0] not in drop] + add
+                line = 'args="%s"' % ' '.join(words)
+            lines.append(line)
+        self.set_state('grubby-info', '\n'.join(lines) + '\n')
+
+    def _simulate_editenv(self, options):
+        assert options[:2] == ['-', 'set']
+        name = options[2].split('=', 1)[0]
+        lines = [line for line in self.get_state('grubenv').splitlines() if not line.startswith(name + '=')]
+        self.set_state('grubenv', '\n'.join(lines + [options[2]]) + '\n')
+
+
+def sh_value(host, target, var='GRUB_CMDLINE_LINUX'):
+    """What /bin/sh sees in ``var`` after sourcing ``target`` (independent of the parser)."""
+    out = subprocess.check_output(['/bin/sh', '-c', '. "$1"; printf %s "$' + var + '"', 'sh', host.path(target)],
+                                  universal_newlines=True)
+    return out
+
+
+@pytest.fixture
+def host(tmpdir):
+    return Host(tmpdir)
+
+
+def el7_host(host, efi=False, vendor_dir=None, os_release='el7'):
+    host.write('/etc/os-release', OS_RELEASE[os_release])
+    host.write('/etc/default/grub', GRUB_EL7)
+    host.write('/proc/cmdline', PROC_CMDLINE)
+    host.mkconfig('grub2-mkconfig')
+    host.tool('grubby', '#!/bin/sh\nexit 1\n')      # present on RHEL 7, never used there
+    if efi:
+        host.mkdir('/sys/firmware/efi')
+        if vendor_dir:
+            host.write('/boot/efi/EFI/%s/grub.cfg' % vendor_dir, '# old\n')
+        host.mkdir('/boot/efi/EFI/BOOT')
+    else:
+        host.write('/boot/grub2/grub.cfg', '# not generated yet\n')
+    return host
+
+
+def el8_host(host, info=EL8_INFO, grubenv=EL8_GRUBENV):
+    host.write('/etc/os-release', OS_RELEASE['el8'])
+    host.write('/etc/default/grub', GRUB_EL7.replace('centos/', 'rhel/') + 'GRUB_ENABLE_BLSCFG=true\n')
+    host.write('/boot/loader/entries/0123456789abcdef0123456789abcdef-4.18.0-513.5.1.el8_9.x86_64.conf',
+               'title Red Hat Enterprise Linux\nversion 4.18.0\nlinux /vmlinuz-4.18.0\noptions $kernelopts $tuned_params\n')
+    host.write('/boot/grub2/grub.cfg', '# BLS grub.cfg\n')
+    host.write('/proc/cmdline', PROC_CMDLINE)
+    host.grubby(info)
+    host.editenv(grubenv)
+    host.tool('grub2-mkconfig', '#!/bin/sh\nexit 1\n')
+    return host
+
+
+def el9_host(host, kernel_cmdline=EL9_KERNEL_CMDLINE, efi=False):
+    host.write('/etc/os-release', OS_RELEASE['el9'])
+    host.write('/etc/default/grub', 'GRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX="crashkernel=1G-4G:192M,4G-64G:256M,64G-:512M '
+                                    'resume=UUID=5b4c rhgb quiet"\nGRUB_ENABLE_BLSCFG=true\n')
+    host.write('/boot/loader/entries/fedcba9876543210fedcba9876543210-5.14.0-362.8.1.el9_3.x86_64.conf',
+               'title Rocky Linux\nlinux /vmlinuz-5.14.0\noptions root=UUID=0f1e %s\n' % EL9_ARGS)
+    host.write('/boot/grub2/grub.cfg', '# BLS grub.cfg\n')
+    if kernel_cmdline is not None:
+        host.write('/etc/kernel/cmdline', kernel_cmdline)
+    if efi:
+        host.mkdir('/sys/firmware/efi')
+        host.write('/boot/efi/EFI/rocky/grub.cfg', 'configfile ($root)/grub2/grub.cfg\n')
+    host.write('/proc/cmdline', PROC_CMDLINE)
+    host.grubby(EL9_INFO)
+    host.editenv(EL9_GRUBENV)
+    host.tool('grub2-mkconfig', '#!/bin/sh\nexit 1\n')
+    return host
+
+
+def debian_host(host, grub=True, os_release='debian'):
+    host.write('/etc/os-release', OS_RELEASE[os_release])
+    host.write('/proc/cmdline', 'BOOT_IMAGE=/vmlinuz root=/dev/vda1 ro console=ttyS0 transparent_hugepage=always\n')
+    host.write('/etc/default/grub', GRUB_DEBIAN)
+    if grub:
+        host.write('/boot/grub/grub.cfg', '# generated by grub-mkconfig\n')
+        host.mkconfig('update-grub', linux='linux', kernels='6.1.0-18-amd64', dropins=True)
+    return host
+
+
+# ---------------------------------------------------------------------------------------------
+# get_arg / set_arg
+
+@pytest.mark.parametrize('cmdline, expected', [
+    ('', None),
+    ('ro quiet', None),
+    ('ro transparent_hugepage=never quiet', 'never'),
+    ('transparent_hugepage=always ro transparent_hugepage=never', 'never'),
+    ('transparent-hugepage=madvise', 'madvise'),
+    ('transparent_hugepage', ''),
+    ('foo="transparent_hugepage=always x" ro', None),
+    ('transparent_hugepage="never"', 'never'),
+    ('transparent_hugepagefoo=1 xtransparent_hugepage=2', None),
+])
+def test_get_arg(cmdline, expected):
+    assert bl.get_arg(cmdline, KEY) == expected
+
+
+@pytest.mark.parametrize('cmdline, value, expected', [
+    ('', 'never', 'transparent_hugepage=never'),
+    ('ro quiet', 'never', 'ro quiet transparent_hugepage=never'),
+    ('ro quiet\n', 'never', 'ro quiet transparent_hugepage=never\n'),
+    ('ro transparent_hugepage=always quiet', 'never', 'ro transparent_hugepage=never quiet'),
+    ('a transparent_hugepage=always b transparent_hugepage=madvise  c', 'never', 'a transparent_hugepage=never b  c'),
+    ('a transparent-hugepage=always b', 'never', 'a transparent_hugepage=never b'),
+    ('foo="a b" quiet', 'never', 'foo="a b" quiet transparent_hugepage=never'),
+    ('ro transparent_hugepage=never quiet', 'never', 'ro transparent_hugepage=never quiet'),
+    ('ro transparent_hugepage=always quiet', None, 'ro quiet'),
+    ('transparent_hugepage=always quiet', None, 'quiet'),
+    ('ro quiet transparent_hugepage=never', None, 'ro quiet'),
+    ('transparent_hugepage=a  transparent_hugepage=b  x', None, 'x'),
+    ('x transparent_hugepage=a y transparent_hugepage=b', None, 'x y'),
+    ('foo="a transparent_hugepage=x" ro', None, 'foo="a transparent_hugepage=x" ro'),
+    ('ro quiet', None, 'ro quiet'),
+    ('transparent_hugepage=never', None, ''),
+])
+def test_set_arg(cmdline, value, expected):
+    assert bl.set_arg(cmdline, KEY, value) == expected
+
+
+@pytest.mark.parametrize('cmdline', ['', 'ro quiet', 'a transparent_hugepage=x b transparent_hugepage=y', 'foo="a b"'])
+def test_set_arg_is_idempotent_and_backs_out(cmdline):
+    once = bl.set_arg(cmdline, KEY, 'never')
+    assert bl.set_arg(once, KEY, 'never') == once
+    assert bl.get_arg(once, KEY) == 'never'
+    removed = bl.set_arg(once, KEY, None)
+    assert bl.get_arg(removed, KEY) is None
+    assert bl.set_arg(removed, KEY, None) == removed
+
+
+def test_set_arg_quotes_a_value_with_spaces():
+    assert bl.set_arg('ro', 'foo', 'a b') == 'ro foo="a b"'
+    assert bl.get_arg('ro foo="a b"', 'foo') == 'a b'
+
+
+def test_split_args_keeps_quoted_arguments_whole():
+    assert bl.split_args(' ro  foo="a b"\tquiet\n') == ['ro', 'foo="a b"', 'quiet']
+
+
+# ---------------------------------------------------------------------------------------------
+# /etc/default/grub
+
+QUOTING_CASES = [
+    # (before, after setting never, value the shell sees after)
+    ('GRUB_CMDLINE_LINUX="rhgb quiet"\n',
+     'GRUB_CMDLINE_LINUX="rhgb quiet transparent_hugepage=never"\n',
+     'rhgb quiet transparent_hugepage=never'),
+    ("GRUB_CMDLINE_LINUX='rhgb quiet'\n",
+     "GRUB_CMDLINE_LINUX='rhgb quiet transparent_hugepage=never'\n",
+     'rhgb quiet transparent_hugepage=never'),
+    ('GRUB_CMDLINE_LINUX=quiet\n',
+     'GRUB_CMDLINE_LINUX="quiet transparent_hugepage=never"\n',
+     'quiet transparent_hugepage=never'),
+    ('GRUB_CMDLINE_LINUX=""\n',
+     'GRUB_CMDLINE_LINUX="transparent_hugepage=never"\n',
+     'transparent_hugepage=never'),
+    ('GRUB_CMDLINE_LINUX=\n',
+     'GRUB_CMDLINE_LINUX="transparent_hugepage=never"\n',
+     'transparent_hugepage=never'),
+    ('GRUB_CMDLINE_LINUX="console=ttyS0 foo=\\"a b\\" rhgb"  # serial console\n',
+     'GRUB_CMDLINE_LINUX="console=ttyS0 foo=\\"a b\\" rhgb transparent_hugepage=never"  # serial console\n',
+     'console=ttyS0 foo="a b" rhgb transparent_hugepage=never'),
+    ('  export GRUB_CMDLINE_LINUX="ro transparent_hugepage=always quiet"\n',
+     '  export GRUB_CMDLINE_LINUX="ro transparent_hugepage=never quiet"\n',
+     'ro transparent_hugepage=never quiet'),
+    ("GRUB_CMDLINE_LINUX='a=\"x y\" transparent_hugepage=madvise'\n",
+     "GRUB_CMDLINE_LINUX='a=\"x y\" transparent_hugepage=never'\n",
+     'a="x y" transparent_hugepage=never'),
+    ('GRUB_CMDLINE_LINUX="path=C:\\\\x cost=\\$5"\n',
+     'GRUB_CMDLINE_LINUX="path=C:\\\\x cost=\\$5 transparent_hugepage=never"\n',
+     'path=C:\\x cost=$5 transparent_hugepage=never'),
+]
+
+
+@pytest.mark.parametrize('before, after, shell', QUOTING_CASES)
+def test_edit_grub_default_keeps_quoting_style(host, before, after, shell):
+    text = 'GRUB_TIMEOUT=5\n# GRUB_CMDLINE_LINUX="commented out"\n' + before + 'GRUB_DISABLE_RECOVERY="true"\n'
+    new = bl.edit_grub_default(text, KEY, 'never')
+    assert new == 'GRUB_TIMEOUT=5\n# GRUB_CMDLINE_LINUX="commented out"\n' + after + 'GRUB_DISABLE_RECOVERY="true"\n'
+    assert bl.grub_cmdline_linux(new) == shell
+    host.write('/etc/default/grub', new)
+    assert sh_value(host, '/etc/default/grub') == shell
+    assert bl.edit_grub_default(new, KEY, 'never') == new
+
+
+@pytest.mark.parametrize('before', [c[0] for c in QUOTING_CASES if 'always' not in c[0] and 'madvise' not in c[0]
+                                    and c[0] != 'GRUB_CMDLINE_LINUX=quiet\n' and c[0] != 'GRUB_CMDLINE_LINUX=\n'])
+def test_edit_grub_default_backout_restores_the_original_text(before):
+    text = 'GRUB_TIMEOUT=5\n' + before
+    assert bl.edit_grub_default(bl.edit_grub_default(text, KEY, 'never'), KEY, None) == text
+
+
+def test_edit_grub_default_backout_of_an_unquoted_value(host):
+    new = bl.edit_grub_default('GRUB_CMDLINE_LINUX=quiet\n', KEY, 'never')
+    back = bl.edit_grub_default(new, KEY, None)
+    assert back == 'GRUB_CMDLINE_LINUX="quiet"\n'
+    host.write('/etc/default/grub', back)
+    assert sh_value(host, '/etc/default/grub') == 'quiet'
+
+
+def test_grub_cmdline_linux_keeps_unknown_variable_references(host):
+    text = 'GRUB_CMDLINE_LINUX="rhgb $GRUB_CMDLINE_LINUX_EXTRA quiet"\n'
+    assert bl.grub_cmdline_linux(text) == 'rhgb $GRUB_CMDLINE_LINUX_EXTRA quiet'
+    new = bl.edit_grub_default(text, KEY, 'never')
+    assert new == 'GRUB_CMDLINE_LINUX="rhgb $GRUB_CMDLINE_LINUX_EXTRA quiet transparent_hugepage=never"\n'
+    host.write('/etc/default/grub', new)
+    assert sh_value(host, '/etc/default/grub') == 'rhgb  quiet transparent_hugepage=never'
+
+
+def test_edit_grub_default_removes_the_key_from_referenced_variables(host):
+    text = ('GRUB_TIMEOUT=5\nTHP_ARGS="transparent_hugepage=always numa=off"\n'
+            'GRUB_CMDLINE_LINUX="rhgb ${THP_ARGS} quiet"\n')
+    assert bl.grub_cmdline_linux(text) == 'rhgb transparent_hugepage=always numa=off quiet'
+    new = bl.edit_grub_default(text, KEY, 'never')
+    assert new == ('GRUB_TIMEOUT=5\nTHP_ARGS="numa=off"\n'
+                   'GRUB_CMDLINE_LINUX="rhgb ${THP_ARGS} quiet transparent_hugepage=never"\n')
+    host.write('/etc/default/grub', new)
+    assert sh_value(host, '/etc/default/grub') == 'rhgb numa=off quiet transparent_hugepage=never'
+    gone = bl.edit_grub_default(new, KEY, None)
+    assert bl.get_arg(bl.grub_cmdline_linux(gone), KEY) is None
+
+
+def test_single_quoted_dollar_is_not_a_reference():
+    text = "X=transparent_hugepage=always\nGRUB_CMDLINE_LINUX='a $X'\n"
+    assert bl.grub_cmdline_linux(text) == 'a $X'
+    assert bl.edit_grub_default(text, KEY, None) == text
+
+
+def test_duplicate_definitions_edit_the_last(host):
+    text = 'GRUB_CMDLINE_LINUX="first transparent_hugepage=always"\nGRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX="second"\n'
+    assert bl.grub_cmdline_linux(text) == 'second'
+    new = bl.edit_grub_default(text, KEY, 'never')
+    assert new == ('GRUB_CMDLINE_LINUX="first transparent_hugepage=always"\nGRUB_TIMEOUT=5\n'
+                   'GRUB_CMDLINE_LINUX="second transparent_hugepage=never"\n')
+    host.write('/etc/default/grub', new)
+    assert sh_value(host, '/etc/default/grub') == 'second transparent_hugepage=never'
+
+
+def test_self_reference_chain_is_followed(host):
+    text = 'GRUB_CMDLINE_LINUX="a transparent_hugepage=madvise"\nGRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX b"\n'
+    assert bl.grub_cmdline_linux(text) == 'a transparent_hugepage=madvise b'
+    new = bl.edit_grub_default(text, KEY, 'never')
+    assert new == 'GRUB_CMDLINE_LINUX="a"\nGRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX b transparent_hugepage=never"\n'
+    host.write('/etc/default/grub', new)
+    assert sh_value(host, '/etc/default/grub') == 'a b transparent_hugepage=never'
+
+
+def test_missing_line_is_appended(host):
+    text = 'GRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX_DEFAULT="quiet"'
+    assert bl.grub_cmdline_linux(text) == ''
+    new = bl.edit_grub_default(text, KEY, 'never')
+    assert new == text + '\nGRUB_CMDLINE_LINUX="transparent_hugepage=never"\n'
+    host.write('/etc/default/grub', new)
+    assert sh_value(host, '/etc/default/grub') == 'transparent_hugepage=never'
+    assert bl.edit_grub_default(text, KEY, None) == text
+    assert bl.edit_grub_default(None, KEY, None) is None
+    assert bl.edit_grub_default(None, KEY, 'never') == 'GRUB_CMDLINE_LINUX="transparent_hugepage=never"\n'
+
+
+def test_edit_other_variable():
+    text = 'GRUB_CMDLINE_LINUX_DEFAULT="quiet transparent_hugepage=always"\nGRUB_CMDLINE_LINUX="ro"\n'
+    new = bl.edit_grub_default(text, KEY, None, var='GRUB_CMDLINE_LINUX_DEFAULT')
+    assert new == 'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\nGRUB_CMDLINE_LINUX="ro"\n'
+
+
+@pytest.mark.parametrize('line', [
+    'GRUB_CMDLINE_LINUX="rhgb quiet\n',
+    "GRUB_CMDLINE_LINUX='rhgb quiet\n",
+    'GRUB_CMDLINE_LINUX="rhgb \\"quiet\n',
+    'GRUB_CMDLINE_LINUX=rhgb\\\n',
+])
+def test_unbalanced_quotes_raise_with_file_and_line(line):
+    text = 'GRUB_TIMEOUT=5\n' + line + 'GRUB_DISABLE_RECOVERY="true"\n'
+    with pytest.raises(bl.BootloaderError) as excinfo:
+        bl.edit_grub_default(text, KEY, 'never')
+    message = str(excinfo.value)
+    assert '/etc/default/grub line 2' in message
+    assert 'Fix the line' in message
+    with pytest.raises(bl.BootloaderError):
+        bl.grub_cmdline_linux(text)
+
+
+def test_malformed_unrelated_line_is_ignored():
+    text = 'GRUB_DISTRIBUTOR="oops\nGRUB_CMDLINE_LINUX="ro"\n'
+    assert bl.edit_grub_default(text, KEY, 'never') == 'GRUB_DISTRIBUTOR="oops\nGRUB_CMDLINE_LINUX="ro transparent_hugepage=never"\n'
+
+
+# ---------------------------------------------------------------------------------------------
+# detect
+
+def test_detect_el7_bios(host):
+    facts = el7_host(host).detect()
+    assert facts['os_id'] == 'centos'
+    assert facts['version_id'] == '7'
+    assert facts['major'] == 7
+    assert facts['family'] == 'el7'
+    assert facts['efi'] is False
+    assert facts['bls'] is False
+    assert facts['method'] == 'grub2-mkconfig'
+    assert facts['grub_cfg'] == '/boot/grub2/grub.cfg'
+    assert facts['tools']['grub2_mkconfig'] == os.path.join(host.bin, 'grub2-mkconfig')
+    assert facts['tools']['update_grub'] is None
+    assert 'BIOS' in facts['reason']
+
+
+def test_detect_el7_efi_uses_the_vendor_directory(host):
+    facts = el7_host(host, efi=True, vendor_dir='centos').detect()
+    assert facts['efi'] is True
+    assert facts['grub_cfg'] == '/boot/efi/EFI/centos/grub.cfg'
+    assert facts['method'] == 'grub2-mkconfig'
+
+
+def test_detect_el7_efi_prefers_the_directory_that_has_a_grub_cfg(host):
+    # RHEL 7 host whose ESP came from an image built as CentOS
+    facts = el7_host(host, efi=True, vendor_dir='centos', os_release='rhel7').detect()
+    assert facts['os_id'] == 'rhel'
+    assert facts['grub_cfg'] == '/boot/efi/EFI/centos/grub.cfg'
+
+
+def test_detect_el7_efi_falls_back_to_the_os_release_vendor(host):
+    el7_host(host, efi=True, os_release='rhel7')
+    host.mkdir('/boot/efi/EFI/redhat')
+    facts = host.detect()
+    assert facts['grub_cfg'] == '/boot/efi/EFI/redhat/grub.cfg'
+    assert facts['method'] == 'grub2-mkconfig'
+
+
+def test_detect_el7_without_grub_cfg_is_none(host):
+    el7_host(host)
+    os.unlink(host.path('/boot/grub2/grub.cfg'))
+    facts = host.detect()
+    assert facts['method'] == 'none'
+    assert 'no /boot/grub2/grub.cfg' in facts['reason']
+
+
+@pytest.mark.parametrize('os_release, family', [
+    ('ID="ol"\nVERSION_ID="8.8"\n', 'el8'),
+    ('ID="almalinux"\nID_LIKE="rhel centos fedora"\nVERSION_ID="9.2"\n', 'el9'),
+    ('ID="myrhel"\nID_LIKE="rhel fedora"\nVERSION_ID="8.1"\n', 'el8'),
+    ('ID="rhel"\nVERSION_ID="10.0"\n', 'unknown'),
+    ('ID=fedora\nVERSION_ID=39\n', 'unknown'),
+    ('ID="amzn"\nID_LIKE="centos rhel fedora"\nVERSION_ID="2"\n', 'unknown'),
+    ('ID=ubuntu\nID_LIKE=debian\nVERSION_ID="22.04"\n', 'debian'),
+    ('ID=debian\n', 'debian'),
+    ('', 'unknown'),
+])
+def test_detect_family(host, os_release, family):
+    host.write('/etc/os-release', os_release)
+    facts = host.detect()
+    assert facts['family'] == family
+    if family == 'unknown':
+        assert facts['method'] == 'none'
+        assert 'not supported' in facts['reason']
+
+
+def test_detect_reads_usr_lib_os_release(host):
+    host.write('/usr/lib/os-release', OS_RELEASE['el9'])
+    assert host.detect()['family'] == 'el9'
+
+
+def test_detect_el8_bls(host):
+    facts = el8_host(host).detect()
+    assert facts['family'] == 'el8'
+    assert facts['major'] == 8
+    assert facts['version_id'] == '8.9'
+    assert facts['bls'] is True
+    assert facts['method'] == 'grubby'
+    assert facts['grub_cfg'] == '/boot/grub2/grub.cfg'
+    assert 'kernelopts' in facts['reason']
+
+
+def test_detect_el9_bls_efi_grub_cfg_is_not_the_stub(host):
+    facts = el9_host(host, efi=True).detect()
+    assert facts['family'] == 'el9'
+    assert facts['method'] == 'grubby'
+    assert facts['efi'] is True
+    assert facts['grub_cfg'] == '/boot/grub2/grub.cfg'
+    assert '/etc/kernel/cmdline' in facts['reason']
+
+
+def test_detect_bls_without_grubby_says_so(host):
+    el8_host(host)
+    os.unlink(os.path.join(host.bin, 'grubby'))
+    facts = host.detect()
+    assert facts['method'] == 'grubby'
+    assert facts['tools']['grubby'] is None
+    assert 'grubby is not installed' in facts['reason']
+
+
+def test_detect_debian_with_grub(host):
+    facts = debian_host(host).detect()
+    assert facts['family'] == 'debian'
+    assert facts['method'] == 'update-grub'
+    assert facts['grub_cfg'] == '/boot/grub/grub.cfg'
+
+
+def test_detect_debian_direct_kernel_boot_is_none(host):
+    facts = debian_host(host, grub=False).detect()
+    assert facts['method'] == 'none'
+    assert facts['grub_cfg'] is None
+    assert facts['reason'] == 'the boot loader is not managed here: no /boot/grub/grub.cfg (direct kernel boot?)'
+
+
+def test_detect_debian_grub_cfg_without_update_grub_is_none(host):
+    debian_host(host, grub=False)
+    host.write('/boot/grub/grub.cfg', '#\n')
+    facts = host.detect()
+    assert facts['method'] == 'none'
+    assert 'update-grub was not found' in facts['reason']
+
+
+# ---------------------------------------------------------------------------------------------
+# RHEL 7: /etc/default/grub + grub2-mkconfig
+
+def test_el7_plan_apply_replan(host):
+    el7_host(host)
+    result = host.plan()
+    assert host.calls() == []                       # planning runs nothing on RHEL 7
+    assert result['method'] == 'grub2-mkconfig'
+    assert result['changed'] is True
+    assert [f['path'] for f in result['files']] == ['/etc/default/grub']
+    assert result['files'][0]['before'] == GRUB_EL7
+    assert result['files'][0]['after'] == GRUB_EL7.replace('rhgb quiet"', 'rhgb quiet transparent_hugepage=never"')
+    assert result['commands'] == [[os.path.join(host.bin, 'grub2-mkconfig'), '-o', '/boot/grub2/grub.cfg']]
+    assert result['args_after']['/etc/default/grub'][-1] == 'transparent_hugepage=never'
+    assert 'transparent_hugepage=never' not in result['args_before']['/etc/default/grub']
+    assert result['reboot_required'] is True
+
+    host.apply(result)
+    assert [c[0] for c in host.calls()] == ['grub2-mkconfig']
+    cfg = host.read('/boot/grub2/grub.cfg')
+    assert '\tlinux16\t/vmlinuz-3.10.0-1160.el7.x86_64 root=/dev/sda1 ro crashkernel=auto' in cfg
+    assert cfg.count('transparent_hugepage=never') == 4
+    assert host.configured() == {'/etc/default/grub': 'never', '/boot/grub2/grub.cfg': 'never'}
+
+    again = host.plan()
+    assert again['changed'] is False
+    assert again['files'] == [] and again['commands'] == []
+    assert again['reboot_required'] is True         # /proc/cmdline still lacks it
+    host.write('/proc/cmdline', PROC_CMDLINE.strip() + ' transparent_hugepage=never\n')
+    assert host.plan()['reboot_required'] is False
+
+
+def test_el7_backout_restores(host):
+    el7_host(host)
+    host.apply(host.plan())
+    host.write('/proc/cmdline', PROC_CMDLINE.strip() + ' transparent_hugepage=never\n')
+    back = host.plan(None)
+    assert back['changed'] is True
+    assert back['files'][0]['after'] == GRUB_EL7
+    assert back['reboot_required'] is True
+    host.apply(back)
+    assert host.read('/etc/default/grub') == GRUB_EL7
+    assert 'transparent_hugepage' not in host.read('/boot/grub2/grub.cfg')
+    assert host.configured() == {'/etc/default/grub': None, '/boot/grub2/grub.cfg': None}
+    assert host.plan(None)['changed'] is False
+
+
+def test_el7_stale_grub_cfg_only_regenerates(host):
+    el7_host(host)
+    host.write('/etc/default/grub', GRUB_EL7.replace('rhgb quiet"', 'rhgb quiet transparent_hugepage=never"'))
+    host.write('/boot/grub2/grub.cfg', '### BEGIN /etc/grub.d/10_linux ###\n'
+                                       '\tlinux16 /vmlinuz-3.10.0-1160.el7.x86_64 root=/dev/sda1 ro rhgb quiet\n'
+                                       '### END /etc/grub.d/10_linux ###\n')
+    result = host.plan()
+    assert result['files'] == []
+    assert result['commands'] == [[os.path.join(host.bin, 'grub2-mkconfig'), '-o', '/boot/grub2/grub.cfg']]
+    label = '/boot/grub2/grub.cfg:/vmlinuz-3.10.0-1160.el7.x86_64'
+    assert result['args_before'][label] == ['root=/dev/sda1', 'ro', 'rhgb', 'quiet']
+    assert result['args_after'][label] == ['root=/dev/sda1', 'ro', 'rhgb', 'quiet', 'transparent_hugepage=never']
+    host.apply(result)
+    assert host.plan()['changed'] is False
+
+
+def test_el7_custom_entries_do_not_force_regeneration(host):
+    el7_host(host)
+    host.apply(host.plan())
+    assert 'vmlinuz-custom root=/dev/sda1 }' in host.read('/boot/grub2/grub.cfg')   # no arg there
+    assert host.plan()['changed'] is False
+
+
+def test_el7_efi_targets_the_vendor_grub_cfg(host):
+    el7_host(host, efi=True, vendor_dir='centos')
+    result = host.plan()
+    assert result['commands'] == [[os.path.join(host.bin, 'grub2-mkconfig'), '-o', '/boot/efi/EFI/centos/grub.cfg']]
+    host.mkconfig('grub2-mkconfig', linux='linuxefi')
+    host.apply(result)
+    assert '\tlinuxefi\t/vmlinuz-3.10.0-1160.el7.x86_64' in host.read('/boot/efi/EFI/centos/grub.cfg')
+    assert not os.path.exists(host.path('/boot/grub2/grub.cfg'))
+    assert host.plan()['changed'] is False
+
+
+def test_el7_grub_cmdline_linux_default_override_is_removed(host):
+    el7_host(host)
+    host.write('/etc/default/grub', GRUB_EL7 + 'GRUB_CMDLINE_LINUX_DEFAULT="transparent_hugepage=always"\n')
+    assert host.configured()['/etc/default/grub'] == 'always'
+    result = host.plan()
+    assert result['files'][0]['after'].endswith('GRUB_CMDLINE_LINUX_DEFAULT=""\n')
+    host.apply(result)
+    assert host.configured() == {'/etc/default/grub': 'never', '/boot/grub2/grub.cfg': 'never'}
+    assert host.plan()['changed'] is False
+
+
+def test_el7_malformed_grub_default_plans_nothing(host):
+    el7_host(host)
+    host.write('/etc/default/grub', 'GRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX="crashkernel=auto rhgb quiet\n')
+    with pytest.raises(bl.BootloaderError) as excinfo:
+        host.plan()
+    assert '/etc/default/grub line 2' in str(excinfo.value)
+    assert host.calls() == []
+
+
+def test_el7_missing_grub_default_is_an_error(host):
+    el7_host(host)
+    os.unlink(host.path('/etc/default/grub'))
+    with pytest.raises(bl.BootloaderError) as excinfo:
+        host.plan()
+    assert 'does not exist' in str(excinfo.value)
+
+
+def test_el7_missing_grub2_mkconfig_names_the_package(host):
+    el7_host(host)
+    os.unlink(os.path.join(host.bin, 'grub2-mkconfig'))
+    with pytest.raises(bl.BootloaderError) as excinfo:
+        host.plan()
+    assert 'grub2-tools' in str(excinfo.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# RHEL 8: grubby + kernelopts + /etc/default/grub
+
+def test_el8_plan_apply_replan(host):
+    el8_host(host)
+    before = host.configured()
+    assert before == {
+        '/etc/default/grub': None,
+        'grubby:/boot/vmlinuz-4.18.0-513.5.1.el8_9.x86_64': None,
+        'grubby:/boot/vmlinuz-4.18.0-477.10.1.el8_8.x86_64': None,
+        'kernelopts': None,
+    }
+    host.clear_calls()
+    result = host.plan()
+    # planning only read: grubenv list and grubby --info=ALL
+    assert sorted(c[0] for c in host.calls()) == ['grub2-editenv', 'grubby']
+    assert ['grubby', '--info=ALL'] in host.calls()
+    assert ['grub2-editenv', '-', 'list'] in host.calls()
+    assert result['method'] == 'grubby'
+    new_kernelopts = EL8_KERNELOPTS.rstrip() + ' transparent_hugepage=never '
+    assert result['commands'] == [
+        [os.path.join(host.bin, 'grubby'), '--update-kernel=ALL', '--args=transparent_hugepage=never'],
+        [os.path.join(host.bin, 'grub2-editenv'), '-', 'set', 'kernelopts=' + new_kernelopts],
+    ]
+    assert [f['path'] for f in result['files']] == ['/etc/default/grub']
+    label = 'grubby:/boot/vmlinuz-4.18.0-513.5.1.el8_9.x86_64'
+    assert result['args_before'][label][-1] == 'quiet'
+    assert result['args_after'][label][-1] == 'transparent_hugepage=never'
+    assert result['args_after']['kernelopts'][-1] == 'transparent_hugepage=never'
+    assert result['reboot_required'] is True
+    assert not any(os.path.basename(argv[0]) == 'grub2-mkconfig' for argv in result['commands'])
+
+    host.clear_calls()
+    host.apply(result)
+    assert host.calls() == [
+        ['grubby', '--update-kernel=ALL', '--args=transparent_hugepage=never'],
+        ['grub2-editenv', '-', 'set', 'kernelopts=' + new_kernelopts],
+    ]
+    assert set(host.configured().values()) == set(['never'])
+    again = host.plan()
+    assert again['changed'] is False
+    assert again['commands'] == [] and again['files'] == []
+
+
+def test_el8_0_kernelopts_references_converge(host):
+    el8_host(host, info=EL8_0_INFO)
+    assert host.configured()['grubby:/boot/vmlinuz-4.18.0-80.el8.x86_64'] is None
+    first = host.plan()
+    assert len(first['commands']) == 2
+    assert first['args_before']['grubby:/boot/vmlinuz-4.18.0-80.el8.x86_64'][0] == 'root=/dev/mapper/rhel-root'
+    host.apply(first)
+    # RHEL 8.0's grubby appended the argument to "$kernelopts $tuned_params" while kernelopts
+    # has it as well: the duplicate has the same value and must not trigger another change.
+    assert 'args="$kernelopts $tuned_params transparent_hugepage=never"' in host.get_state('grubby-info')
+    assert host.plan()['changed'] is False
+    back = host.plan(None)
+    assert back['commands'][0] == [os.path.join(host.bin, 'grubby'), '--update-kernel=ALL',
+                                   '--remove-args=transparent_hugepage']
+    assert back['commands'][1][-1] == 'kernelopts=' + EL8_KERNELOPTS
+    host.apply(back)
+    assert host.get_state('grubenv') .count('kernelopts=' + EL8_KERNELOPTS + '\n') == 1
+    assert set(host.configured().values()) == set([None])
+    assert host.plan(None)['changed'] is False
+
+
+def test_el8_kernelopts_already_set_only_runs_grubby(host):
+    el8_host(host, grubenv=EL8_GRUBENV.replace('quiet ', 'quiet transparent_hugepage=never'))
+    result = host.plan()
+    assert [os.path.basename(argv[0]) for argv in result['commands']] == ['grubby']
+
+
+def test_el8_backout_restores(host):
+    el8_host(host)
+    original_grub = host.read('/etc/default/grub')
+    host.apply(host.plan())
+    back = host.plan(None)
+    assert back['changed'] is True
+    host.apply(back)
+    assert host.read('/etc/default/grub') == original_grub
+    assert host.get_state('grubby-info') == EL8_INFO
+    assert 'kernelopts=' + EL8_KERNELOPTS + '\n' in host.get_state('grubenv')
+    assert host.plan(None)['changed'] is False
+
+
+def test_el8_other_spelling_is_replaced(host):
+    el8_host(host, info=EL8_INFO.replace('quiet $tuned_params', 'quiet transparent-hugepage=always $tuned_params'))
+    result = host.plan()
+    assert result['commands'][0] == [os.path.join(host.bin, 'grubby'), '--update-kernel=ALL',
+                                     '--remove-args=transparent-hugepage', '--args=transparent_hugepage=never']
+    host.apply(result)
+    assert 'transparent-hugepage' not in host.get_state('grubby-info')
+    assert host.plan()['changed'] is False
+
+
+def test_el8_tuned_params_conflict_is_an_error(host):
+    el8_host(host, grubenv=EL8_GRUBENV.replace('tuned_params=\n', 'tuned_params=transparent_hugepage=always\n'))
+    with pytest.raises(bl.BootloaderError) as excinfo:
+        host.plan()
+    assert '$tuned_params' in str(excinfo.value)
+    assert 'tuned' in str(excinfo.value)
+
+
+def test_el8_backout_with_tuned_params_warns_and_converges(host):
+    el8_host(host, grubenv=EL8_GRUBENV.replace('tuned_params=\n', 'tuned_params=transparent_hugepage=never\n'))
+    host.apply(host.plan())
+    back = host.plan(None)
+    assert len(back['warnings']) == 2               # one per kernel entry
+    assert '$tuned_params' in back['warnings'][0]
+    host.apply(back)
+    again = host.plan(None)
+    assert again['changed'] is False
+    assert 'transparent_hugepage' not in host.get_state('grubby-info')
+    assert 'kernelopts=' + EL8_KERNELOPTS + '\n' in host.get_state('grubenv')
+
+
+def test_el8_tuned_params_with_the_same_value_is_fine(host):
+    el8_host(host, grubenv=EL8_GRUBENV.replace('tuned_params=\n', 'tuned_params=transparent_hugepage=never\n'))
+    result = host.plan()
+    assert result['changed'] is True
+    assert [os.path.basename(argv[0]) for argv in result['commands']] == ['grub2-editenv']
+
+
+def test_bls_without_grubby_is_an_error(host):
+    el8_host(host)
+    os.unlink(os.path.join(host.bin, 'grubby'))
+    with pytest.raises(bl.BootloaderError) as excinfo:
+        host.plan()
+    message = str(excinfo.value)
+    assert 'grubby is not installed' in message
+    assert 'install grubby' in message
+    with pytest.raises(bl.BootloaderError):
+        host.configured()
+
+
+def test_el8_without_grub2_editenv_is_an_error(host):
+    el8_host(host)
+    os.unlink(os.path.join(host.bin, 'grub2-editenv'))
+    with pytest.raises(bl.BootloaderError) as excinfo:
+        host.plan()
+    assert 'grub2-tools-minimal' in str(excinfo.value)
+
+
+def test_failing_grubby_is_an_error(host):
+    el8_host(host)
+    host.tool('grubby', '#!/bin/sh\necho "grubby: boom" >&2\nexit 3\n')
+    with pytest.raises(bl.BootloaderError) as excinfo:
+        host.plan()
+    assert 'rc=3' in str(excinfo.value)
+    assert 'boom' in str(excinfo.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# RHEL 9: grubby + /etc/kernel/cmdline + /etc/default/grub, no grub2-mkconfig
+
+def test_el9_plan_apply_replan(host):
+    el9_host(host)
+    result = host.plan()
+    assert result['commands'] == [
+        [os.path.join(host.bin, 'grubby'), '--update-kernel=ALL', '--args=transparent_hugepage=never'],
+    ]
+    assert sorted(f['path'] for f in result['files']) == ['/etc/default/grub', '/etc/kernel/cmdline']
+    cmdline = [f for f in result['files'] if f['path'] == '/etc/kernel/cmdline'][0]
+    assert cmdline['before'] == EL9_KERNEL_CMDLINE
+    assert cmdline['after'] == EL9_KERNEL_CMDLINE.rstrip('\n') + ' transparent_hugepage=never\n'
+    assert result['args_after']['/etc/kernel/cmdline'][-1] == 'transparent_hugepage=never'
+    assert 'grubby:/boot/vmlinuz-0-rescue-fedcba9876543210fedcba9876543210' in result['args_after']
+    assert result['warnings'] == []
+    host.apply(result)
+    assert set(host.configured().values()) == set(['never'])
+    assert 'kernelopts' not in host.configured()
+    assert host.plan()['changed'] is False
+
+
+def test_el9_backout_restores(host):
+    el9_host(host)
+    original_grub = host.read('/etc/default/grub')
+    host.apply(host.plan())
+    host.apply(host.plan(None))
+    assert host.read('/etc/kernel/cmdline') == EL9_KERNEL_CMDLINE
+    assert host.read('/etc/default/grub') == original_grub
+    assert host.get_state('grubby-info') == EL9_INFO
+    assert host.plan(None)['changed'] is False
+
+
+def test_el9_without_kernel_cmdline_warns(host):
+    el9_host(host, kernel_cmdline=None)
+    result = host.plan()
+    assert '/etc/kernel/cmdline' not in [f['path'] for f in result['files']]
+    assert len(result['warnings']) == 1 and '/etc/kernel/cmdline does not exist' in result['warnings'][0]
+    assert '/etc/kernel/cmdline' not in host.configured()
+
+
+# ---------------------------------------------------------------------------------------------
+# Debian / Ubuntu
+
+def test_debian_plan_apply_replan(host):
+    debian_host(host)
+    result = host.plan()
+    assert result['method'] == 'update-grub'
+    assert result['files'][0]['after'] == GRUB_DEBIAN.replace('GRUB_CMDLINE_LINUX=""',
+                                                              'GRUB_CMDLINE_LINUX="transparent_hugepage=never"')
+    assert result['commands'] == [[os.path.join(host.bin, 'update-grub')]]
+    assert result['reboot_required'] is True        # /proc/cmdline has always
+    host.apply(result)
+    assert host.configured() == {'/etc/default/grub': 'never', '/boot/grub/grub.cfg': 'never'}
+    assert host.plan()['changed'] is False
+
+
+def test_debian_backout_restores(host):
+    debian_host(host)
+    host.apply(host.plan())
+    host.apply(host.plan(None))
+    assert host.read('/etc/default/grub') == GRUB_DEBIAN
+    assert host.configured() == {'/etc/default/grub': None, '/boot/grub/grub.cfg': None}
+    assert host.plan(None)['changed'] is False
+
+
+def test_debian_dropin_carrying_the_key_is_edited(host):
+    debian_host(host, os_release='ubuntu')
+    dropin = 'GRUB_CMDLINE_LINUX_DEFAULT="console=tty1 transparent_hugepage=always"\n'
+    host.write('/etc/default/grub.d/50-cloudimg-settings.cfg', dropin)
+    assert host.configured()['/etc/default/grub.d/50-cloudimg-settings.cfg'] == 'always'
+    result = host.plan()
+    paths = [f['path'] for f in result['files']]
+    assert paths == ['/etc/default/grub', '/etc/default/grub.d/50-cloudimg-settings.cfg']
+    assert result['files'][1]['after'] == 'GRUB_CMDLINE_LINUX_DEFAULT="console=tty1"\n'
+    host.apply(result)
+    assert host.configured()['/boot/grub/grub.cfg'] == 'never'
+    assert host.plan()['changed'] is False
+
+
+def test_debian_dropin_replacing_grub_cmdline_linux_is_an_error(host):
+    debian_host(host)
+    host.write('/etc/default/grub.d/60-site.cfg', 'GRUB_CMDLINE_LINUX="console=ttyS0"\n')
+    with pytest.raises(bl.BootloaderError) as excinfo:
+        host.plan()
+    assert '/etc/default/grub.d/60-site.cfg line 1' in str(excinfo.value)
+    host.write('/etc/default/grub.d/60-site.cfg', 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX console=ttyS0"\n')
+    host.apply(host.plan())
+    assert host.plan()['changed'] is False
+
+
+def test_debian_direct_kernel_boot_plans_nothing(host):
+    debian_host(host, grub=False)
+    result = host.plan()
+    assert result['method'] == 'none'
+    assert result['changed'] is False
+    assert result['files'] == [] and result['commands'] == []
+    assert result['reboot_required'] is False
+    assert 'direct kernel boot' in result['reason']
+    assert host.configured() == {}
+    assert host.calls() == []
+
+
+# ---------------------------------------------------------------------------------------------
+# running / reboot_required: /proc/cmdline never decides the plan
+
+def test_running(host):
+    assert bl.running(host.root, KEY) is None                # no /proc/cmdline
+    host.write('/proc/cmdline', 'ro transparent_hugepage=madvise quiet\n')
+    assert bl.running(host.root, KEY) == 'madvise'
+    host.write('/proc/cmdline', 'ro quiet\n')
+    assert bl.running(host.root, KEY) is None
+
+
+def test_running_value_does_not_make_the_plan_skip(host):
+    el7_host(host)
+    host.write('/proc/cmdline', PROC_CMDLINE.strip() + ' transparent_hugepage=never\n')
+    result = host.plan()
+    assert result['changed'] is True                # persisted config lacks it
+    assert result['reboot_required'] is False       # the running kernel already has it
+
+
+def test_persisted_value_without_running_value_needs_reboot_only(host):
+    el9_host(host)
+    host.apply(host.plan())
+    host.write('/proc/cmdline', 'BOOT_IMAGE=/vmlinuz ro transparent_hugepage=always\n')
+    result = host.plan()
+    assert result['changed'] is False
+    assert result['reboot_required'] is True
