@@ -30,7 +30,7 @@ description:
     whose C([disk] readahead) (for example C(>4096) in C(throughput-performance), included by
     C(virtual-guest)) raises the value again whenever tuned starts.
 author:
-  - aemops.os_tuning contributors
+  - aemops.os_tuning contributors (@aemops)
 options:
   devices:
     description:
@@ -108,8 +108,10 @@ notes:
     conflict unless O(tuned_override) makes tuned agree, which it does by default.
 attributes:
   check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: full
 seealso:
   - name: Kernel queue sysfs documentation

@@ -1,0 +1,214 @@
+# Development tool chain for the aemops.os_tuning collection.
+#
+#   make help       list the targets
+#   make test       everything CI runs (.ci/run): lint sanity unit compat integration molecule
+#
+# Environments (all rebuilt automatically when their requirements/*.txt lock changes;
+# re-running any target is fast when nothing changed):
+#   .venv              Python 3.11, ansible-core 2.16 + every controller tool (requirements/dev.txt)
+#   .cache/venv-2.19   Python 3.11, ansible-core 2.19 + pytest (requirements/core-2.19.txt)
+#   .cache/py2.7       pyenv 2.7.18, pytest 4.6 + mock + virtualenv (requirements/py2.7.txt)
+#   .cache/py3.6       pyenv 3.6.15, pytest 7.0 (requirements/py3.6.txt)
+#   .collections/ansible_collections/aemops/os_tuning -> ../../..  (see ansible.cfg)
+#
+# CI=true (as .ci/run sets it) makes missing target interpreters (2.7, 3.6, ...) an error;
+# elsewhere they are reported and skipped.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-builtin-rules --no-print-directory
+
+# .venv/bin first on PATH for every recipe: molecule, ansible-lint and ansible-test run
+# ansible-config, ansible-doc, ansible-galaxy... by name.
+export PATH := $(CURDIR)/.venv/bin:$(PATH)
+
+NAMESPACE := $(shell sed -n 's/^namespace: *//p' galaxy.yml)
+NAME      := $(shell sed -n 's/^name: *//p' galaxy.yml)
+
+VENV      := .venv
+VENV_219  := .cache/venv-2.19
+COLL_LINK := .collections/ansible_collections/$(NAMESPACE)/$(NAME)
+
+# Interpreter for both controller venvs (resolved lazily: pyenv first, then PATH).
+CONTROLLER_PYTHON_VERSION := 3.11
+CONTROLLER_PYTHON = $(shell scripts/find-python $(CONTROLLER_PYTHON_VERSION))
+
+# Target Pythons of ansible-test's multi-version sanity tests (compile, import).
+# RHEL 7: 2.7; RHEL 8: 3.6 (platform-python); RHEL 9: 3.9; 3.11/3.12: AppStream and the
+# controller. ansible-core 2.19 supports targets from 3.8 on only.
+SANITY_PYTHONS_216 ?= 2.7 3.6 3.9 3.11 3.12
+SANITY_PYTHONS_219 ?= 3.9 3.11 3.12 3.13
+# Interpreters for `make compat` (module and module_utils unit tests).
+COMPAT_PYTHONS ?= 2.7 3.6
+
+# Unit test directories: all of them for the controller runs, the target-side ones for compat.
+UNIT_DIRS   ?= tests/unit
+COMPAT_DIRS ?= tests/unit/plugins/modules tests/unit/plugins/module_utils
+
+# Extra arguments, e.g. make sanity SANITY_ARGS='--test pylint'; make unit PYTEST_ARGS='-n 2 -k blockdev'
+SANITY_ARGS ?=
+PYTEST_ARGS ?=
+
+ANSIBLE_LIB_216 = $(shell $(VENV)/bin/python -c 'import ansible, os; print(os.path.dirname(ansible.__file__))')
+
+.PHONY: help
+help: ## Show this help
+	@echo "Targets (variables: SANITY_ARGS, PYTEST_ARGS, SANITY_PYTHONS_216/219, COMPAT_PYTHONS, CI):"
+	@grep -hE '^[a-zA-Z0-9_.-]+:.*## ' $(MAKEFILE_LIST) \
+	  | awk 'BEGIN {FS = ":.*## "} {printf "  %-18s %s\n", $$1, $$2}'
+
+# ---------------------------------------------------------------------------------------
+# Environments
+
+.PHONY: venv
+venv: ## Controller venvs (.venv: core 2.16 + tools; .cache/venv-2.19), .collections link, ansible-test cache
+	@py="$(CONTROLLER_PYTHON)"; \
+	if [ -z "$$py" ]; then \
+	  echo "make venv: no Python $(CONTROLLER_PYTHON_VERSION) found (pyenv install $(CONTROLLER_PYTHON_VERSION), or apt-get install python3.11-venv)" >&2; \
+	  exit 1; \
+	fi; \
+	scripts/mkvenv "$$py" $(VENV) requirements/dev.txt; \
+	scripts/mkvenv "$$py" $(VENV_219) requirements/core-2.19.txt
+	@mkdir -p $(dir $(COLL_LINK))
+	@ln -sfn ../../.. $(COLL_LINK)
+	@scripts/seed-ansible-test-cache $(VENV)/bin/python $(VENV_219)/bin/python
+
+.PHONY: pyenvs
+pyenvs: ## Target-interpreter envs .cache/py2.7 and .cache/py3.6 (from pyenv) for compat and sanity
+	@for v in $(COMPAT_PYTHONS); do \
+	  if py=$$(scripts/find-python $$v); then \
+	    scripts/mkvenv "$$py" .cache/py$$v requirements/py$$v.txt; \
+	  elif [ "$${CI:-}" = true ]; then \
+	    echo "make pyenvs: Python $$v not found (pyenv install $$v) - required in CI" >&2; exit 1; \
+	  else \
+	    echo "make pyenvs: Python $$v not found (pyenv install $$v) - skipping its environment"; \
+	  fi; \
+	done
+
+.PHONY: lock
+lock: ## Re-resolve requirements/*.in into the pinned requirements/*.txt
+	@py="$(CONTROLLER_PYTHON)"; \
+	scripts/lock-requirements requirements/dev.in "$$py"; \
+	scripts/lock-requirements requirements/core-2.19.in "$$py"; \
+	for v in $(COMPAT_PYTHONS); do \
+	  scripts/lock-requirements requirements/py$$v.in "$$(scripts/find-python $$v)"; \
+	done
+
+# ---------------------------------------------------------------------------------------
+# Lint
+
+.PHONY: lint lint-ansible lint-ruff lint-yaml lint-vermin lint-changelog lint-docs
+lint: lint-ansible lint-ruff lint-yaml lint-vermin lint-changelog lint-docs ## All linters (make -k lint to see every failure)
+
+lint-ansible: venv ## ansible-lint, production profile (.ansible-lint)
+	ansible-lint
+
+lint-ruff: venv ## ruff check (ruff.toml: Python-2.7-safe rule set)
+	ruff check plugins tests scripts
+
+lint-yaml: venv ## yamllint (.yamllint)
+	yamllint --strict .
+
+# plugins/ must run on Python 2.7 (RHEL 7) and 3.6 (RHEL 8). "-t=X-" means "X or older
+# must suffice"; a plain -t=2.7 would demand that 2.7 is the exact minimum.
+lint-vermin: venv ## vermin: plugins/ must run on Python 2.7 and 3.6
+	vermin -t=2.7- -t=3.6- --no-tips --violations --no-eval-annotations plugins/
+
+lint-changelog: venv ## antsibull-changelog lint (changelogs/fragments)
+	antsibull-changelog lint
+
+lint-docs: venv ## antsibull-docs: validate plugin DOCUMENTATION/EXAMPLES/RETURN
+	antsibull-docs lint-collection-docs --plugin-docs .
+
+# ---------------------------------------------------------------------------------------
+# Sanity (ansible-test, no containers; see scripts/sanity)
+#
+# Every sanity test of each ansible-core runs (none is disabled or --skip-test'ed):
+# 2.16: 32 tests, compile and import on each of SANITY_PYTHONS_216; 2.19: 24 tests,
+# compile and import on each of SANITY_PYTHONS_219. Two only act when they have input:
+# pslint (PowerShell files: there are none, and pwsh is not installed) and shellcheck
+# (needs the shellcheck binary: .ci/run installs it; under CI=true its absence fails).
+# tests/sanity/ignore-2.16.txt and ignore-2.19.txt stay empty: fix the code instead.
+
+.PHONY: sanity sanity-2.16 sanity-2.19
+sanity: sanity-2.16 sanity-2.19 ## ansible-test sanity with ansible-core 2.16 and 2.19
+
+sanity-2.16: venv pyenvs ## ansible-test sanity, core 2.16, targets from SANITY_PYTHONS_216
+	@targets=$$(scripts/target-pythons $(SANITY_PYTHONS_216)); \
+	scripts/sanity 2.16 $(VENV) $$targets -- $(SANITY_ARGS)
+
+sanity-2.19: venv ## ansible-test sanity, core 2.19, targets from SANITY_PYTHONS_219
+	@targets=$$(scripts/target-pythons $(SANITY_PYTHONS_219)); \
+	scripts/sanity 2.19 $(VENV_219) $$targets -- $(SANITY_ARGS)
+
+# ---------------------------------------------------------------------------------------
+# Unit tests (see scripts/run-unit)
+
+.PHONY: unit unit-2.16 unit-2.19 compat
+unit: unit-2.16 unit-2.19 ## pytest tests/unit with ansible-core 2.16 and 2.19 (Python 3.11)
+
+unit-2.16: venv ## pytest tests/unit, ansible-core 2.16
+	scripts/run-unit core-2.16 $(VENV)/bin/python - $(UNIT_DIRS) -- $(PYTEST_ARGS)
+
+unit-2.19: venv ## pytest tests/unit, ansible-core 2.19
+	scripts/run-unit core-2.19 $(VENV_219)/bin/python - $(UNIT_DIRS) -- $(PYTEST_ARGS)
+
+compat: venv pyenvs ## Module and module_utils unit tests on Python 2.7 and 3.6 (core 2.16 module_utils)
+	@failed=; \
+	for v in $(COMPAT_PYTHONS); do \
+	  if [ -x .cache/py$$v/bin/python ]; then \
+	    scripts/run-unit py$$v .cache/py$$v/bin/python "$(ANSIBLE_LIB_216)" $(COMPAT_DIRS) -- $(PYTEST_ARGS) \
+	      || failed="$$failed $$v"; \
+	  elif [ "$${CI:-}" = true ]; then \
+	    echo "make compat: no Python $$v environment - required in CI" >&2; failed="$$failed $$v"; \
+	  else \
+	    echo "make compat: Python $$v not available - SKIPPED (pyenv install $$v, then make compat)"; \
+	  fi; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make compat: FAILED on Python$$failed" >&2; exit 1; fi
+
+# ---------------------------------------------------------------------------------------
+# Later stages: the lead fills these in.
+
+.PHONY: integration molecule run
+integration: venv ## Real-kernel tests on loop devices (tests/integration/run.sh, when present)
+	@if [ -x tests/integration/run.sh ]; then \
+	  tests/integration/run.sh; \
+	else \
+	  echo "make integration: tests/integration/run.sh not present (or not executable) - nothing to run"; \
+	fi
+
+molecule: venv ## molecule test --all (when molecule/*/molecule.yml exist)
+	@if compgen -G 'molecule/*/molecule.yml' >/dev/null; then \
+	  molecule test --all; \
+	else \
+	  echo "make molecule: no molecule/*/molecule.yml scenario - nothing to run"; \
+	fi
+
+# The interpreter is pinned: discovery would pick a pyenv shim (python3.12) that fails here.
+run: venv ## Try the read_ahead module on this host in check mode
+	@if [ -f plugins/modules/read_ahead.py ]; then \
+	  ansible -i localhost, -c local -e ansible_python_interpreter=$(CURDIR)/$(VENV)/bin/python \
+	    -m $(NAMESPACE).$(NAME).read_ahead -a 'paths=/ read_ahead_kb=32' --check --diff localhost; \
+	else \
+	  echo "make run: plugins/modules/read_ahead.py does not exist yet"; \
+	fi
+
+# ---------------------------------------------------------------------------------------
+
+# The phases of `make test`, in order; .ci/run reads them (make -s print-test-phases).
+TEST_PHASES := lint sanity unit compat integration molecule
+
+.PHONY: test print-test-phases
+test: $(TEST_PHASES) ## lint sanity unit compat integration molecule
+
+print-test-phases:
+	@echo $(TEST_PHASES)
+
+.PHONY: clean distclean
+clean: ## Remove test output and tool caches
+	rm -rf tests/output .pytest_cache .ruff_cache
+
+distclean: clean ## clean, and remove every environment (.venv, .cache, .collections)
+	rm -rf $(VENV) .cache .collections

@@ -1,0 +1,172 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Helpers for unit tests of modules (plugins/modules/*.py).
+
+Runs on every interpreter the tests run on: Python 2.7 and 3.6 (``make compat``, with
+ansible-core 2.16's module_utils) and Python 3.11 with ansible-core 2.16 and 2.19
+(``make unit``). So: no f-strings, no annotations, no keyword-only arguments.
+
+Typical use (the ``module_exit`` fixture is registered by tests/unit/conftest.py)::
+
+    from ansible_collections.aemops.os_tuning.plugins.modules import read_ahead
+    from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import (
+        AnsibleExitJson, AnsibleFailJson, run_module, set_module_args)
+
+    def test_check_mode(module_exit):
+        result = run_module(read_ahead.main, {'paths': ['/'], 'read_ahead_kb': 32, '_ansible_check_mode': True})
+        assert result['changed'] is False
+
+    def test_bad_args(module_exit):
+        with set_module_args({'paths': []}):
+            with pytest.raises(AnsibleFailJson) as exc:
+                read_ahead.main()
+        assert 'read_ahead_kb' in exc.value.result['msg']
+
+How module arguments reach ``AnsibleModule`` changed in ansible-core 2.19: it reads
+``basic._ANSIBLE_ARGS`` *and* a serialization profile, and ships
+``ansible.module_utils.testing.patch_module_args`` to set both. ``set_module_args`` uses
+that when it exists and patches ``basic._ANSIBLE_ARGS`` itself on older releases. Either
+way it is a context manager: the arguments apply to ``AnsibleModule`` objects created
+inside the ``with`` block only.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import contextlib
+import json
+import unittest
+
+import pytest
+
+from ansible.module_utils import basic
+from ansible.module_utils.common.text.converters import to_bytes
+
+try:
+    from ansible.module_utils.testing import patch_module_args as _patch_module_args  # ansible-core >= 2.19
+except ImportError:
+    _patch_module_args = None
+
+# Internal arguments the controller always sends; modules that create temp files need them.
+DEFAULT_INTERNAL_ARGS = {
+    '_ansible_remote_tmp': '/tmp',
+    '_ansible_keep_remote_files': False,
+}
+
+
+class AnsibleExitJson(Exception):
+    """Raised in place of ``AnsibleModule.exit_json``; ``result`` holds its keyword arguments."""
+
+    def __init__(self, result):
+        super(AnsibleExitJson, self).__init__(result)
+        self.result = result
+
+
+class AnsibleFailJson(Exception):
+    """Raised in place of ``AnsibleModule.fail_json``; ``result`` holds its keyword arguments."""
+
+    def __init__(self, result):
+        super(AnsibleFailJson, self).__init__(result)
+        self.result = result
+
+
+def exit_json(*args, **kwargs):
+    """Replacement for ``AnsibleModule.exit_json`` (patched onto the class)."""
+    kwargs.setdefault('changed', False)
+    raise AnsibleExitJson(kwargs)
+
+
+def fail_json(*args, **kwargs):
+    """Replacement for ``AnsibleModule.fail_json`` (patched onto the class).
+
+    ``msg`` may be passed by keyword or as the first positional argument after ``self``.
+    """
+    if len(args) > 1 and 'msg' not in kwargs:
+        kwargs['msg'] = args[1]
+    kwargs['failed'] = True
+    raise AnsibleFailJson(kwargs)
+
+
+def _with_defaults(args):
+    result = dict(DEFAULT_INTERNAL_ARGS)
+    result.update(args or {})
+    return result
+
+
+@contextlib.contextmanager
+def _patch_ansible_args(args):
+    """ansible-core < 2.19: AnsibleModule reads its arguments from ``basic._ANSIBLE_ARGS``."""
+    saved = basic._ANSIBLE_ARGS
+    basic._ANSIBLE_ARGS = to_bytes(json.dumps({'ANSIBLE_MODULE_ARGS': args}))
+    try:
+        yield
+    finally:
+        basic._ANSIBLE_ARGS = saved
+
+
+def set_module_args(args=None):
+    """Context manager: ``AnsibleModule`` objects created inside see ``args`` as module arguments.
+
+    ``_ansible_*`` keys such as ``_ansible_check_mode`` or ``_ansible_diff`` may be given too.
+    """
+    if args is not None and not isinstance(args, dict):
+        raise TypeError('set_module_args() takes a dict, not %s' % type(args).__name__)
+    args = _with_defaults(args)
+    if _patch_module_args is not None:
+        return _patch_module_args(args)
+    return _patch_ansible_args(args)
+
+
+@contextlib.contextmanager
+def patch_exit_fail():
+    """Context manager: ``exit_json``/``fail_json`` raise ``AnsibleExitJson``/``AnsibleFailJson``."""
+    saved = basic.AnsibleModule.exit_json, basic.AnsibleModule.fail_json
+    basic.AnsibleModule.exit_json = exit_json
+    basic.AnsibleModule.fail_json = fail_json
+    try:
+        yield
+    finally:
+        basic.AnsibleModule.exit_json, basic.AnsibleModule.fail_json = saved
+
+
+@pytest.fixture
+def module_exit(monkeypatch):
+    """pytest fixture: ``exit_json``/``fail_json`` raise ``AnsibleExitJson``/``AnsibleFailJson``."""
+    monkeypatch.setattr(basic.AnsibleModule, 'exit_json', exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, 'fail_json', fail_json)
+
+
+def run_module(main, args=None, failed=False):
+    """Run a module's ``main()`` with ``args``; return the dict it passed to exit_json/fail_json.
+
+    Expects ``exit_json`` (or ``fail_json`` when ``failed`` is true) and raises
+    ``AssertionError`` with the result when the module ends the other way or not at all.
+    Works with or without the ``module_exit`` fixture.
+    """
+    with patch_exit_fail():
+        with set_module_args(args):
+            try:
+                main()
+            except AnsibleExitJson as exc:
+                if failed:
+                    raise AssertionError('module succeeded, expected failure: %r' % (exc.result,))
+                return exc.result
+            except AnsibleFailJson as exc:
+                if not failed:
+                    raise AssertionError('module failed: %r' % (exc.result,))
+                return exc.result
+    raise AssertionError('module returned without calling exit_json or fail_json')
+
+
+class ModuleTestCase(unittest.TestCase):
+    """unittest base class: exit_json/fail_json raise AnsibleExitJson/AnsibleFailJson in every test."""
+
+    def setUp(self):
+        super(ModuleTestCase, self).setUp()
+        self._exit_fail = patch_exit_fail()
+        self._exit_fail.__enter__()
+        self.addCleanup(self._exit_fail.__exit__, None, None, None)
