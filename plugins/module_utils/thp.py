@@ -1,0 +1,133 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Transparent Huge Pages in sysfs: read the offered and active values, write and read back.
+
+``enabled`` and ``defrag`` list what the running kernel offers with the active value in
+brackets (``always madvise [never]``); RHEL 7's 3.10 kernel has no ``defer`` values for
+defrag. ``khugepaged/defrag`` is ``0``/``1`` (``yes``/``no`` on kernels before 2011).
+RHEL 6 era kernels use ``/sys/kernel/mm/redhat_transparent_hugepage``. Every function takes
+``root`` so that tests can run on a fake tree.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import os
+import re
+
+from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read_text, root_path
+
+THP_DIRS = ('/sys/kernel/mm/transparent_hugepage', '/sys/kernel/mm/redhat_transparent_hugepage')
+ATTRS = ('enabled', 'defrag', 'khugepaged/defrag')
+BASELINE_FILE = '/etc/aemops-os-tuning/thp-baseline.conf'
+
+
+class ThpError(Exception):
+    """THP cannot be read or set; the message names the file and the fix."""
+
+
+def thp_dir(root):
+    """The THP sysfs directory of the running kernel (target path), or None without THP."""
+    for directory in THP_DIRS:
+        if os.path.isdir(root_path(root, directory)):
+            return directory
+    return None
+
+
+def parse_choice(text):
+    """(active value, offered values) from ``always madvise [never]``; plain ``0`` gives ('0', [])."""
+    text = (text or '').strip()
+    m = re.search(r'\[([^\]]+)\]', text)
+    if not m:
+        return text, []
+    return m.group(1), [w.strip('[]') for w in text.split()]
+
+
+def read_state(root):
+    """{'dir': ..., attr: {'value', 'offered', 'path'}} for each attribute that exists."""
+    directory = thp_dir(root)
+    if directory is None:
+        raise ThpError('this kernel has no Transparent Huge Pages in sysfs (%s): nothing to set.'
+                       % ' or '.join(THP_DIRS))
+    state = {'dir': directory}
+    for attr in ATTRS:
+        path = os.path.join(directory, attr)
+        text = read_text(root_path(root, path))
+        if text is None:
+            continue
+        value, offered = parse_choice(text)
+        state[attr] = {'value': value, 'offered': offered, 'path': path}
+    return state
+
+
+def khugepaged_value(state, enabled):
+    """The string to write to khugepaged/defrag for a boolean, in the kernel's own style."""
+    current = state['khugepaged/defrag']
+    if current['offered'] or current['value'] in ('yes', 'no'):
+        return 'yes' if enabled else 'no'
+    return '1' if enabled else '0'
+
+
+def check_offered(state, attr, value):
+    entry = state.get(attr)
+    if entry is None:
+        raise ThpError('%s does not exist on this kernel; it cannot be set.' % os.path.join(state['dir'], attr))
+    if entry['offered'] and value not in entry['offered']:
+        raise ThpError('%s=%s is not offered by this kernel; %s offers: %s.'
+                       % (attr.replace('/', '_'), value, entry['path'], ', '.join(entry['offered'])))
+
+
+def write(root, state, attr, value):
+    """Write ``value`` to a THP attribute and return the value read back."""
+    path = root_path(root, state[attr]['path'])
+    try:
+        with open(path, 'w') as f:
+            f.write(value)
+    except (IOError, OSError) as e:
+        if e.errno == errno.EROFS:
+            raise ThpError('cannot set THP inside a container: %s is on a read-only /sys. Run this on the '
+                           'host (or a VM).' % state[attr]['path'])
+        if e.errno in (errno.EACCES, errno.EPERM):
+            raise ThpError('permission denied writing %s: changing THP needs root. Use become: true.'
+                           % state[attr]['path'])
+        if e.errno == errno.EINVAL:
+            raise ThpError('the kernel rejected %s for %s (Invalid argument).' % (value, state[attr]['path']))
+        raise ThpError('writing %s to %s failed: %s' % (value, state[attr]['path'], e))
+    return parse_choice(read_text(path))[0]
+
+
+def check_writable(root, state, attr):
+    path = root_path(root, state[attr]['path'])
+    if os.access(path, os.W_OK):
+        return
+    if hasattr(os, 'geteuid') and os.geteuid() != 0:
+        raise ThpError('permission denied writing %s: changing THP needs root. Use become: true.'
+                       % state[attr]['path'])
+    raise ThpError('cannot set THP inside a container: %s is not writable (read-only /sys). Run this on the '
+                   'host (or a VM).' % state[attr]['path'])
+
+
+def tuned_sections(enabled, defrag, khugepaged, tuned_version, state):
+    """The child-profile sections that make tuned set THP like this (owned by the thp module).
+
+    tuned sets ``transparent_hugepage.defrag`` from 2.11 on; older tuned gets a ``[sysfs]``
+    line instead. khugepaged's defrag has no tuned option, so it is a ``[sysfs]`` line too.
+    """
+    vm = [('transparent_hugepages', enabled)]
+    sysfs = []
+    if defrag is not None:
+        if tuned_version is None or tuple(tuned_version[:2]) >= (2, 11):
+            vm.append(('transparent_hugepage.defrag', defrag))
+        else:
+            sysfs.append((os.path.join(state['dir'], 'defrag'), defrag))
+    if khugepaged is not None:
+        sysfs.append((os.path.join(state['dir'], 'khugepaged/defrag'), khugepaged))
+    sections = [('thp', 'vm', vm)]
+    if sysfs:
+        sections.append(('thp', 'sysfs', sysfs))
+    return sections
