@@ -208,19 +208,42 @@ def stable_id(root, name):
         backing = _read_attr(os.path.join(device_dir(root, name), 'loop', 'backing_file'))
         return ident('ATTR{loop/backing_file}', backing) if backing else None
     serial = props.get('ID_SERIAL_SHORT')
-    if kind == 'nvme' and not serial:
-        serial = nvme_attr(root, name, 'serial')
+    if kind == 'nvme':
+        # The controller's serial (the EBS volume id on AWS), matched as a sysfs attribute: the
+        # udev properties built from it differ between releases (systemd 252 appends the
+        # namespace to ID_SERIAL), and a rule written on RHEL 7 must still match on RHEL 8 or 9.
+        serial = nvme_attr(root, name, 'serial') or serial
+        if serial:
+            return ident('ATTRS{serial}', serial, serial)
     if props.get('ID_SERIAL'):
         return ident('ENV{ID_SERIAL}', props['ID_SERIAL'], serial)
     if props.get('ID_WWN'):
         return ident('ENV{ID_WWN}', props['ID_WWN'], serial)
-    if kind == 'nvme' and serial:
-        # No udev database entry (udevd not running): match the controller's serial directly.
-        return ident('ATTRS{serial}', serial, serial)
     own_serial = _read_attr(os.path.join(device_dir(root, name), 'serial'))
     if own_serial:
         return ident('ATTR{serial}', own_serial, own_serial)
     return None
+
+
+TUNED_ID_PROPERTIES = ('DM_UUID', 'MD_UUID', 'ID_SERIAL_SHORT', 'ID_SERIAL', 'ID_WWN', 'DM_NAME')
+
+
+def tuned_identity(root, name):
+    """(udev property, value) by which tuned's ``devices_udev_regex`` can select ``name``, or None.
+
+    tuned matches udev properties only, not sysfs attributes, so this is chosen from the
+    device's current udev database entry: the profile is rewritten on every run.
+    """
+    props = udev_db(root, name)[0]
+    for key in TUNED_ID_PROPERTIES:
+        if props.get(key):
+            return key, props[key]
+    return None
+
+
+def whole_disks(root):
+    """Kernel names of all devices that are not partitions."""
+    return [n for n in _list(_sys(root, 'class/block')) if not is_partition(root, n)]
 
 
 def read_ahead_kb(root, name):

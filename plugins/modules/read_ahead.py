@@ -20,9 +20,10 @@ description:
     A filesystem on LVM, dm-crypt, multipath or md RAID reads ahead by the C(dm-N) or C(mdN)
     device itself, not by the disks beneath it. This module tunes that governing device.
   - Persists the value with one owned udev rules file, one rule per device, matched by a
-    stable identity (the NVMe serial, which is the EBS volume id on AWS; C(ID_SERIAL) or
-    C(ID_WWN); C(DM_UUID) or C(DM_NAME); C(MD_UUID)), never by a kernel name such as
-    C(nvme1n1), which can change at the next boot.
+    stable identity, never by a kernel name such as C(nvme1n1), which can change at the next
+    boot. NVMe namespaces match the controller's C(ATTRS{serial}) (the EBS volume id on AWS),
+    which reads the same on every release; other disks C(ID_SERIAL) or C(ID_WWN); dm devices
+    C(DM_UUID) or C(DM_NAME); md arrays C(MD_UUID); loop devices their backing file.
   - For an LVM logical volume it also stores the value in the VG metadata with
     C(lvchange --readahead), so that LV activation does not reset it.
   - The rules file records each device's original value, so O(state=absent) can restore it.
@@ -341,16 +342,24 @@ def tuned_running(root):
     return bool(pid) and os.path.exists(files.root_path(root, '/proc/%s' % pid))
 
 
-def tuned_groups(module, rules):
-    """{kb: [(udev property, value)]} for every rule tuned can match (ENV{...} identities)."""
+def tuned_groups(module, root, rules):
+    """{kb: [(udev property, value)]}: how tuned can select each device that has a rule."""
+    by_match = {}
+    for name in blockdev.whole_disks(root):
+        match = udev_rules.match_clause(blockdev.stable_id(root, name))
+        if match in rules:
+            by_match[match] = name
     groups = {}
-    for match, kb in rules.items():
-        key, value = match.split('==', 1)
-        if not key.startswith('ENV{'):
-            module.warn('tuned cannot select a device by %s (not a udev property), so the tuned child profile '
-                        'cannot protect it; tuned may still change its read-ahead.' % match)
+    for match in sorted(rules):
+        name = by_match.get(match)
+        if name is None:
+            continue  # the device is not attached now; its rule stays for when it is
+        ident = blockdev.tuned_identity(root, name)
+        if ident is None:
+            module.warn('%s has no udev property that tuned can select it by (udev database missing?), so the '
+                        'tuned child profile cannot protect it; tuned may still change its read-ahead.' % name)
             continue
-        groups.setdefault(kb, []).append((key[4:-1], value[1:-1]))
+        groups.setdefault(rules[match], []).append(ident)
     return groups
 
 
@@ -363,7 +372,7 @@ def plan_tuned(module, root, rules):
         return None
     try:
         parents = tuned.child_state(root)[4]
-        sections = tuned.disk_sections(root, parents, tuned_groups(module, rules)) if parents else []
+        sections = tuned.disk_sections(root, parents, tuned_groups(module, root, rules)) if parents else []
         return tuned.plan_child(root, 'read_ahead', sections)
     except tuned.TunedProfileError as e:
         module.fail_json(msg='cannot plan the tuned child profile: %s' % e)

@@ -242,10 +242,21 @@ def test_unbound_loop_device_has_no_stable_id(host):
 # ---------------------------------------------------------------------------------------------
 # NVMe and stable ids of disks
 
-def test_nvme_stable_id_from_udev_id_serial(nitro):
+def test_nvme_stable_id_is_the_controller_serial_even_with_udev_id_serial(nitro):
+    # ID_SERIAL's format differs between systemd releases (252 appends "_1"); the serial does not.
     assert blockdev.device_type(nitro.root, 'nvme1n1') == 'nvme'
     assert blockdev.stable_id(nitro.root, 'nvme1n1') == {
-        'key': 'ENV{ID_SERIAL}', 'value': EBS_ID_SERIAL, 'serial': EBS_SERIAL}
+        'key': 'ATTRS{serial}', 'value': EBS_SERIAL, 'serial': EBS_SERIAL}
+
+
+def test_nvme_tuned_identity_uses_udev_properties(nitro):
+    assert blockdev.tuned_identity(nitro.root, 'nvme1n1') == ('ID_SERIAL_SHORT', EBS_SERIAL)
+    assert blockdev.tuned_identity(nitro.root, 'dm-0')[0] == 'DM_UUID'
+
+
+def test_tuned_identity_none_without_udev_db(host):
+    host.add_nvme('nvme4n1', '259:8', 'vol0xyz', udev=False)
+    assert blockdev.tuned_identity(host.root, 'nvme4n1') is None
 
 
 def test_nvme_without_udev_db_falls_back_to_controller_serial(host):
@@ -265,7 +276,8 @@ def test_nvme_udev_without_serial_short_uses_controller_serial(host):
     host.add_nvme('nvme3n1', '259:6', 'vol0def', udev=False)
     host.udev('259:6', {'DEVTYPE': 'disk', 'ID_SERIAL': 'Amazon Elastic Block Store_vol0def'})
     assert blockdev.stable_id(host.root, 'nvme3n1') == {
-        'key': 'ENV{ID_SERIAL}', 'value': 'Amazon Elastic Block Store_vol0def', 'serial': 'vol0def'}
+        'key': 'ATTRS{serial}', 'value': 'vol0def', 'serial': 'vol0def'}
+    assert blockdev.tuned_identity(host.root, 'nvme3n1') == ('ID_SERIAL', 'Amazon Elastic Block Store_vol0def')
 
 
 def test_disk_stable_id_from_id_serial(host):

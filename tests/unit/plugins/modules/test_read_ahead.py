@@ -32,8 +32,8 @@ from fakehost import nitro_host
 RULES = udev_rules.RULES_FILE
 LV_UUID = 'LVM-' + 'x' * 64
 LV_MATCH = 'ENV{DM_UUID}=="%s"' % LV_UUID
-NVME1_MATCH = 'ENV{ID_SERIAL}=="Amazon Elastic Block Store_vol0123456789abcdef0"'
-NVME0_MATCH = 'ENV{ID_SERIAL}=="Amazon Elastic Block Store_vol0rootrootrootroot"'
+NVME1_MATCH = 'ATTRS{serial}=="vol0123456789abcdef0"'
+NVME0_MATCH = 'ATTRS{serial}=="vol0rootrootrootroot"'
 REPO = '/opt/aem/crx-quickstart/repository'
 
 THROUGHPUT_PERFORMANCE = '[main]\nsummary=test fixture\n[cpu]\ngovernor=performance\n[disk]\nreadahead=>4096\n'
