@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# mmdebstrap customize hook: runs on the host with the guest root as $1,
+# after all packages are installed. Environment from build-image.sh:
+#   ROOT_UUID  UUID of the ext4 root file system
+#   PYENV_SRC  host pyenv root;  PYTHONS  versions to copy ("2.7.18 3.6.15")
+set -euo pipefail
+root=$1
+here=$(cd "$(dirname "$0")" && pwd)
+
+cp -a "$here/rootfs/." "$root/"
+
+echo aemvm >"$root/etc/hostname"
+printf '127.0.0.1\tlocalhost\n127.0.1.1\taemvm\n' >"$root/etc/hosts"
+# /srv/aem and /srv/data are appended by aemops-provision (by UUID).
+echo "UUID=$ROOT_UUID / ext4 defaults,errors=remount-ro 0 1" >"$root/etc/fstab"
+mkdir -p "$root/var/log/journal"
+
+# "RHEL 8 on Nitro" preset: tuned with throughput-performance pinned, so
+# its [disk] readahead=>4096 applies at every boot. THP=always comes from the
+# kernel command line (lib.sh VM_APPEND).
+mkdir -p "$root/etc/tuned"
+echo throughput-performance >"$root/etc/tuned/active_profile"
+echo manual >"$root/etc/tuned/profile_mode"
+
+chroot "$root" systemctl enable -q systemd-networkd ssh tuned \
+	aemops-ssh-key.service aemops-provision.service
+# Keep background noise (and TCG CPU time) down.
+chroot "$root" systemctl mask -q apt-daily.timer apt-daily-upgrade.timer \
+	man-db.timer e2scrub_all.timer fstrim.timer e2scrub_reap.service
+
+# Target Pythons for RHEL 7 (2.7) and RHEL 8 (3.6) style module runs. The
+# pyenv builds have an absolute RUNPATH, so they keep their host path.
+for v in $PYTHONS; do
+	src=$PYENV_SRC/versions/$v
+	dst=$root/root/.pyenv/versions/$v
+	[ -x "$src/bin/python${v%.*}" ] || { echo "customize: missing $src" >&2; exit 1; }
+	mkdir -p "$dst"
+	tar -C "$src" -cf - \
+		--exclude='lib/python*/test' --exclude='lib/python*/*/test' \
+		--exclude='lib/python*/*/tests' --exclude='lib/python*/idlelib' \
+		--exclude='lib/python*/tkinter' --exclude='lib/python*/lib-tk' \
+		--exclude='lib/python*/ensurepip' \
+		--exclude='lib/python*/site-packages/*.pth' --exclude='*.a' \
+		--exclude=include --exclude=share . | tar -C "$dst" -xf -
+done

@@ -1,0 +1,92 @@
+# shellcheck shell=bash
+# Shared by build-image.sh and vm.sh (sourced, not executed).
+# Part of the image cache hash because it defines the disk layout the
+# first-boot provisioning sees.
+
+VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+VM_CACHE=${AEMOPS_VM_CACHE:-$HOME/.cache/aemops-os-tuning/vm}
+VM_MEM=${AEMOPS_VM_MEM:-2048}
+VM_SMP=${AEMOPS_VM_SMP:-2}
+VM_PYTHONS=${AEMOPS_VM_PYTHONS-2.7.18 3.6.15}
+VM_PYENV_ROOT=${PYENV_ROOT:-$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")}
+# Kernel command line. THP "always" is part of the RHEL 8 preset.
+VM_APPEND="root=/dev/vda rw console=ttyS0 transparent_hugepage=always"
+# Field-like serials: EBS volume ids (no dash) on NVMe, plain ones on virtio.
+VM_NVME_A=vol0aaaaaaaaaaaaaaaa
+VM_NVME_B=vol0bbbbbbbbbbbbbbbb
+
+log() { printf '[vm %s] %s\n' "$(date +%T)" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# sha256 of everything that goes into the image: scripts, guest files,
+# package list and the identity of the copied target Pythons.
+vm_image_hash() {
+	local v py
+	{
+		(cd "$VM_DIR" && find build-image.sh lib.sh guest -type f -print0 |
+			LC_ALL=C sort -z | xargs -0 sha256sum)
+		for v in $VM_PYTHONS; do
+			py=$VM_PYENV_ROOT/versions/$v
+			echo "python $v"
+			sha256sum "$py"/bin/python"${v%.*}" "$py"/lib/libpython"${v%.*}"*.so.1.0 2>/dev/null ||
+				echo "missing $py"
+		done
+	} | sha256sum | cut -c1-16
+}
+
+vm_image_dir() { echo "$VM_CACHE/$(vm_image_hash)"; }
+
+# KVM or TCG. AEMOPS_VM_ACCEL=kvm|tcg forces it. Otherwise probe once per
+# host kernel + qemu version: boot the guest kernel without a root fs under
+# KVM; it must reach its "VFS: Unable to mount root" panic within 20 s.
+vm_accel() {
+	local kernel=$1 stamp out
+	case ${AEMOPS_VM_ACCEL:-auto} in
+	kvm | tcg) echo "$AEMOPS_VM_ACCEL"; return ;;
+	auto) ;;
+	*) die "AEMOPS_VM_ACCEL must be kvm, tcg or auto" ;;
+	esac
+	if ! [ -r /dev/kvm ] || ! [ -w /dev/kvm ]; then echo tcg; return; fi
+	stamp="$VM_CACHE/accel-$(uname -r)-qemu$(qemu-system-x86_64 --version | awk 'NR==1{print $4}')"
+	if ! [ -s "$stamp" ]; then
+		mkdir -p "$VM_CACHE"
+		out=$(mktemp)
+		log "probing KVM (up to 20 s, result cached in $stamp)"
+		timeout 20 qemu-system-x86_64 -accel kvm -cpu host -m 256 -nodefaults \
+			-display none -no-reboot -kernel "$kernel" \
+			-append "console=ttyS0 panic=-1" -serial "file:$out" >/dev/null 2>&1 || true
+		if grep -q 'Kernel panic' "$out"; then echo kvm >"$stamp"; else echo tcg >"$stamp"; fi
+		rm -f "$out"
+	fi
+	cat "$stamp"
+}
+
+# Print the qemu command line, one argument per line.
+#   vm_qemu_args DISKDIR KERNELDIR ACCEL NVME_ORDER(ab|ba) SERIAL_LOG [extra append]
+# DISKDIR holds root/lvm/data/nvme-a/nvme-b .qcow2. The NVMe controllers sit
+# at fixed PCI slots 0x10 and 0x11; "ba" puts disk b in the first slot, so
+# the guest names it nvme0n1.
+vm_qemu_args() {
+	local disks=$1 kdir=$2 accel=$3 order=$4 serial=$5 extra=${6:-}
+	local d slot_a=0x10 slot_b=0x11
+	[ "$order" = ba ] && { slot_a=0x11; slot_b=0x10; }
+	printf '%s\n' -nodefaults -display none -name aemops-vm \
+		-m "$VM_MEM" -smp "$VM_SMP" -rtc base=utc \
+		-kernel "$kdir/vmlinuz" -initrd "$kdir/initrd.img" \
+		-append "$VM_APPEND $extra" \
+		-chardev "file,id=ser0,path=$serial,append=on" -serial chardev:ser0
+	if [ "$accel" = kvm ]; then
+		printf '%s\n' -accel kvm -cpu host
+	else
+		printf '%s\n' -accel tcg,thread=multi
+	fi
+	for d in root lvm data nvme-a nvme-b; do
+		printf '%s\n' -drive "file=$disks/$d.qcow2,if=none,id=$d,format=qcow2,cache=unsafe,discard=unmap"
+	done
+	printf '%s\n' \
+		-device virtio-blk-pci,drive=root,serial=aemroot,addr=0x04 \
+		-device virtio-blk-pci,drive=lvm,serial=aemlvm0,addr=0x05 \
+		-device virtio-blk-pci,drive=data,serial=aemdata0,addr=0x06 \
+		-device "nvme,drive=nvme-a,serial=$VM_NVME_A,addr=$slot_a" \
+		-device "nvme,drive=nvme-b,serial=$VM_NVME_B,addr=$slot_b"
+}
