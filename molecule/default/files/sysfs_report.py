@@ -34,6 +34,7 @@ report['lv'] = dict(device(lv), dm_name=read('/sys/block/%s/dm/name' % lv),
 report['lvm_read_ahead'] = subprocess.check_output(
     ['lvs', '--noheadings', '-o', 'lv_read_ahead', 'vg_aem/lv_repo']).decode().strip()
 report['thp'] = {k: read('/sys/kernel/mm/transparent_hugepage/' + k) for k in ('enabled', 'defrag')}
+report['thp']['khugepaged_defrag'] = read('/sys/kernel/mm/transparent_hugepage/khugepaged/defrag')
 report['tuned_active'] = subprocess.run(['tuned-adm', 'active'], stdout=subprocess.PIPE, check=False,
                                         universal_newlines=True).stdout.strip()
 report['boot_id'] = read('/proc/sys/kernel/random/boot_id')
