@@ -1,7 +1,7 @@
 # Development tool chain for the aemops.os_tuning collection.
 #
 #   make help       list the targets
-#   make test       everything CI runs (.ci/run): lint sanity unit compat integration molecule
+#   make test       everything CI runs (.ci/run): lint sanity unit compat integration molecule run
 #
 # Environments (all rebuilt automatically when their requirements/*.txt lock changes;
 # re-running any target is fast when nothing changed):
@@ -187,21 +187,16 @@ molecule: venv ## molecule test --all (when molecule/*/molecule.yml exist)
 	fi
 
 # The interpreter is pinned: discovery would pick a pyenv shim (python3.12) that fails here.
-run: venv ## Try the read_ahead module on this host in check mode
-	@if [ -f plugins/modules/read_ahead.py ]; then \
-	  ansible -i localhost, -c local -e ansible_python_interpreter=$(CURDIR)/$(VENV)/bin/python \
-	    -m $(NAMESPACE).$(NAME).read_ahead -a 'paths=/ read_ahead_kb=32' --check --diff localhost; \
-	else \
-	  echo "make run: plugins/modules/read_ahead.py does not exist yet"; \
-	fi
+run: venv ## The main job: boot the VM preset (RHEL 8 on Nitro) and fix it with playbooks/migrate-aem.yml
+	scripts/run-demo
 
 # ---------------------------------------------------------------------------------------
 
 # The phases of `make test`, in order; .ci/run reads them (make -s print-test-phases).
-TEST_PHASES := lint sanity unit compat integration molecule
+TEST_PHASES := lint sanity unit compat integration molecule run
 
 .PHONY: test print-test-phases
-test: $(TEST_PHASES) ## lint sanity unit compat integration molecule
+test: $(TEST_PHASES) ## lint sanity unit compat integration molecule run (make run is tested too)
 
 print-test-phases:
 	@echo $(TEST_PHASES)
