@@ -136,18 +136,28 @@ def load_chain(root, name, _depth=0, _stack=None):
 
 
 def merge(chain):
-    """Merge profiles like tuned: an ordered list of units {name, type, options, profile}."""
+    """Merge profiles like tuned: an ordered list of units {name, type, options, profile, origins}.
+
+    ``origins`` maps each option to the profile that set it, so a report can name where a
+    value such as ``readahead=>4096`` comes from even when a child only narrowed the section.
+    ``${name}`` references to ``[variables]`` are expanded as tuned does.
+    """
     units = []
     by_name = {}
+    variables = {}
+    for profile in chain:
+        for section, options in profile['sections']:
+            if section == 'variables':
+                variables.update((k, v) for k, v in options if k != 'include')
     for profile in chain:
         for section, options in profile['sections']:
             if section in ('main', 'variables'):
                 continue
-            opts = dict(options)
+            opts = dict((k, _expand_variables(v, variables)) for k, v in options)
             replace = opts.pop('replace', '').lower() in ('1', 'true', 'yes', 'y')
             unit = by_name.get(section)
             if unit is None or replace:
-                new = {'name': section, 'type': section, 'options': {}, 'profile': profile['name']}
+                new = {'name': section, 'type': section, 'options': {}, 'profile': profile['name'], 'origins': {}}
                 if unit is None:
                     units.append(new)
                 else:
@@ -159,8 +169,16 @@ def merge(chain):
             unit['options']['enabled'] = opts.pop('enabled', 'true')
             unit['options']['devices'] = opts.pop('devices', '*')
             unit['options'].update(opts)
+            unit['origins'].update((k, profile['name']) for k in opts)
             unit['profile'] = profile['name']
     return units
+
+
+def _expand_variables(value, variables, _depth=0):
+    if '${' not in value or _depth > 10:
+        return value
+    expanded = re.sub(r'\$\{([A-Za-z0-9_]+)\}', lambda m: variables.get(m.group(1), m.group(0)), value)
+    return expanded if expanded == value else _expand_variables(expanded, variables, _depth + 1)
 
 
 def effective_units(root, profiles=None):
@@ -244,15 +262,23 @@ def disk_plugin_covers(kind, removable=False, version=None):
 
 
 def read_ahead_for_device(units, name, props):
-    """The disk instance that takes ``name`` and its readahead setting, or None if none applies."""
+    """The disk instance that takes ``name`` and its readahead setting, or None if none applies.
+
+    A value tuned cannot parse (an unexpanded ``${f:...}`` function, text) is reported as
+    ``readahead: None`` with the raw text in ``unparsed``: tuned ignores such a value too.
+    """
     for unit in disk_instances(units):
         if instance_matches(unit, name, props):
             value = unit['options'].get('readahead')
-            return {
-                'instance': unit['name'],
-                'profile': unit['profile'],
-                'readahead': parse_readahead(value) if value else None,
-            }
+            result = {'instance': unit['name'],
+                      'profile': unit.get('origins', {}).get('readahead', unit['profile']),
+                      'readahead': None}
+            if value:
+                try:
+                    result['readahead'] = parse_readahead(value)
+                except TunedProfileError:
+                    result['unparsed'] = value
+            return result
     return None
 
 
@@ -342,8 +368,10 @@ def replace_owned(sections, owner, new_sections):
     taken = set(s[1] for s in kept)
     for section in new_sections:
         if section[1] in taken:
-            raise TunedProfileError('tuned section [%s] is wanted by both %s and %s.'
-                                    % (section[1], owner, [s[0] for s in kept if s[1] == section[1]][0]))
+            other = [s[0] for s in kept if s[1] == section[1]][0]
+            raise TunedProfileError('tuned section [%s] is wanted by both %s and %s. The profile is managed: remove '
+                                    'hand-made sections from it, or delete it and run again.'
+                                    % (section[1], owner, other or 'a hand-added section (no "# owner:" line)'))
     return kept + list(new_sections)
 
 
@@ -376,7 +404,10 @@ def plan_child(root, owner, new_sections):
     """
     path, before, current, baseline, parents = child_state(root)
     active = active_profiles(root)
-    sections = replace_owned(current['sections'] if current else [], owner, new_sections)
+    try:
+        sections = replace_owned(current['sections'] if current else [], owner, new_sections)
+    except TunedProfileError as e:
+        raise TunedProfileError('%s (in %s)' % (e, path))
     result = {'path': path, 'before': before, 'parents': parents, 'activate': None, 'restore': None,
               'baseline': baseline}
     if not sections:

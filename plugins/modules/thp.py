@@ -252,10 +252,11 @@ def run(module, root):
         else:
             cmdline.update(managed=True, args_before=boot_plan['args_before'], args_after=boot_plan['args_after'])
 
-    # Baseline, recorded once before the first change.
+    # Baseline, recorded before the first change of each kind: the runtime values on the first
+    # run, the command line on the first run that manages it.
     new_baseline_text = baseline_text
-    if present and baseline is None:
-        record = dict((a, state[a]['value']) for a in thp.ATTRS if a in state)
+    if present and (baseline is None or (boot_plan is not None and not baseline.get('cmdline_managed'))):
+        record = dict(baseline or dict((a, state[a]['value']) for a in thp.ATTRS if a in state))
         record['cmdline_managed'] = boot_plan is not None
         record['cmdline'] = None
         if boot_plan is not None:
@@ -269,9 +270,10 @@ def run(module, root):
 
     # tuned child profile.
     tuned_plan = None
-    if 'tuned' in persist or tuned.child_state(root)[1] is not None:
+    # persist lists where to write; a run that does not persist to tuned leaves its sections alone.
+    if (present and 'tuned' in persist) or (not present and tuned.child_state(root)[1] is not None):
         sections = []
-        if present and 'tuned' in persist:
+        if present:
             sections = thp.tuned_sections(enabled, defrag, khugepaged, version, state)
         try:
             tuned_plan = tuned.plan_child(root, 'thp', sections)

@@ -108,12 +108,18 @@ def block_devices(module, root, rules):
 def mounts(root):
     result = {}
     for entry in blockdev.mounts(root):
-        if entry['fstype'] in blockdev.NON_BLOCK_FSTYPES or entry['majmin'].startswith('0:'):
+        if entry['fstype'] in blockdev.NON_BLOCK_FSTYPES:
             continue
         link = files.root_path(root, '/sys/dev/block/%s' % entry['majmin'])
-        if not os.path.exists(link):
+        if not entry['majmin'].startswith('0:') and os.path.exists(link):
+            name = os.path.basename(os.path.realpath(link))
+        elif entry['source'].startswith('/dev/'):
+            try:  # btrfs and others report an anonymous 0:N device: resolve the source instead
+                name = blockdev.resolve_device(root, entry['source'])
+            except blockdev.BlockDeviceError:
+                continue
+        else:
             continue
-        name = os.path.basename(os.path.realpath(link))
         governing = blockdev.whole_disk(root, name)
         result[entry['mountpoint']] = {'source': entry['source'], 'fstype': entry['fstype'], 'device': name,
                                        'governing_device': governing,
@@ -169,9 +175,12 @@ def tuned_facts(module, root, devices):
             facts['read_ahead'][name] = {'instance': hit['instance'], 'profile': hit['profile'],
                                          'setting': hit['readahead']['raw'], 'kb': hit['readahead']['kb']}
     for unit in units:
-        if unit['type'] == 'vm' and 'transparent_hugepages' in unit['options']:
-            facts['thp'] = {'enabled': unit['options']['transparent_hugepages'], 'profile': unit['profile'],
-                            'defrag': unit['options'].get('transparent_hugepage.defrag')}
+        if unit['type'] != 'vm':
+            continue
+        for key in ('transparent_hugepages', 'transparent_hugepage'):  # tuned accepts both spellings
+            if key in unit['options']:
+                facts['thp'] = {'enabled': unit['options'][key], 'profile': unit['origins'].get(key, unit['profile']),
+                                'defrag': unit['options'].get('transparent_hugepage.defrag')}
     return facts, version
 
 
@@ -220,24 +229,41 @@ def managed_files(root):
     return result, rules
 
 
+def guarded(errors, what, default, fn, *args):
+    """Run one fact-gathering step; a file this user cannot read becomes an error entry, not a failure."""
+    try:
+        return fn(*args)
+    except (IOError, OSError) as e:
+        errors.append('%s: %s' % (what, e))
+        return default
+
+
 def run(module, root):
-    files_facts, rules = managed_files(root)
-    devices = block_devices(module, root, rules)
-    boot = bootloader.detect(root, module.get_bin_path)
-    tuned_info, version = tuned_facts(module, root, devices)
+    errors = []
+    files_facts, rules = guarded(errors, 'managed files', ({}, {}), managed_files, root)
+    devices = guarded(errors, 'block devices', {}, block_devices, module, root, rules)
+    boot = guarded(errors, 'boot loader', None, bootloader.detect, root, module.get_bin_path)
+    if boot is None:
+        boot = {'os_id': None, 'version_id': None, 'major': None, 'family': 'unknown', 'efi': None, 'bls': None,
+                'method': 'none', 'reason': 'unreadable', 'tools': {}}
+    tuned_info, version = guarded(errors, 'tuned', ({'version': None, 'error': 'unreadable'}, None),
+                                  tuned_facts, module, root, devices)
+    conflicts = guarded(errors, 'udev rules', [], udev_rules.competing_rules, root)
+    rc_local = guarded(errors, 'rc.local', [], udev_rules.rc_local_setra, root)
     facts = {
         'block_devices': devices,
-        'mounts': mounts(root),
-        'paths': resolve_paths(root, module.params['paths']),
-        'thp': thp_facts(module, root, boot),
+        'mounts': guarded(errors, 'mounts', {}, mounts, root),
+        'paths': guarded(errors, 'paths', {}, resolve_paths, root, module.params['paths']),
+        'thp': guarded(errors, 'THP', {'runtime': None, 'error': 'unreadable'}, thp_facts, module, root, boot),
         'tuned': tuned_info,
         'managed_files': files_facts,
-        'conflicts': ([dict(c, source='udev rule') for c in udev_rules.competing_rules(root)]
-                      + [dict(c, source='rc.local') for c in udev_rules.rc_local_setra(root)]),
+        'conflicts': ([dict(c, source='udev rule') for c in conflicts]
+                      + [dict(c, source='rc.local') for c in rc_local]),
         'os': {'id': boot['os_id'], 'version_id': boot['version_id'], 'major': boot['major'],
                'family': boot['family'], 'efi': boot['efi'], 'bls': boot['bls'],
                'boot_method': boot['method'], 'boot_reason': boot['reason'],
-               'grubby': bool(boot['tools'].get('grubby')), 'tuned_version': tuned_info['version']},
+               'grubby': bool(boot['tools'].get('grubby')), 'tuned_version': tuned_info.get('version')},
+        'errors': errors,
     }
     return {'changed': False, 'ansible_facts': {'os_tuning': facts}}
 

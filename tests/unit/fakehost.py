@@ -9,13 +9,78 @@ The layout mirrors a real host: device directories under /sys/devices, with /sys
 /sys/block and /sys/dev/block as relative symlinks into them; partitions inside their disk's
 directory; ``slaves``/``holders`` as directories of links; udev properties as ``E:`` lines.
 Python 2.7 and 3.6 compatible, like the code under test.
+
+Transparent Huge Pages (:meth:`FakeHost.add_thp`) are files that read like the kernel's
+(``always madvise [never]``, ``0``/``1`` or ``[yes] no``); a plain file cannot react to
+writes, so :meth:`FakeHost.thp_open` returns an ``open`` replacement that behaves like
+sysfs for the THP files: a write of an offered value moves the brackets (the file reads back
+in the kernel's format), anything else fails with EINVAL and leaves the file as it was.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import os
+import re
+
+THP_DIR = '/sys/kernel/mm/transparent_hugepage'
+THP_DIR_RHEL6 = '/sys/kernel/mm/redhat_transparent_hugepage'
+
+# What each kernel offers (None: a plain 0/1 file) and its defaults at boot.
+THP_KERNELS = {
+    # RHEL 6 (2.6.32): redhat_transparent_hugepage, khugepaged/defrag as "[yes] no".
+    'el6': {'dir': THP_DIR_RHEL6,
+            'offered': {'enabled': ['always', 'madvise', 'never'], 'defrag': ['always', 'madvise', 'never'],
+                        'khugepaged/defrag': ['yes', 'no']},
+            'default': {'enabled': 'always', 'defrag': 'always', 'khugepaged/defrag': 'yes'}},
+    # RHEL 7 (3.10): no defer values for defrag.
+    'el7': {'dir': THP_DIR,
+            'offered': {'enabled': ['always', 'madvise', 'never'], 'defrag': ['always', 'madvise', 'never'],
+                        'khugepaged/defrag': None},
+            'default': {'enabled': 'always', 'defrag': 'always', 'khugepaged/defrag': '1'}},
+    # RHEL 8 (4.18) and 9 (5.14).
+    'el8': {'dir': THP_DIR,
+            'offered': {'enabled': ['always', 'madvise', 'never'],
+                        'defrag': ['always', 'defer', 'defer+madvise', 'madvise', 'never'],
+                        'khugepaged/defrag': None},
+            'default': {'enabled': 'always', 'defrag': 'madvise', 'khugepaged/defrag': '1'}},
+}
+
+
+def render_choice(offered, active):
+    """``always madvise [never]``: the offered values with the active one in brackets."""
+    return ' '.join('[%s]' % v if v == active else v for v in offered) + '\n'
+
+
+class _SysfsAttrWrite(object):
+    """An open-for-writing THP attribute: the value takes effect (or fails) on close, as in sysfs."""
+
+    def __init__(self, host, target):
+        self.host = host
+        self.target = target
+        self.data = []
+        self.closed = False
+
+    def write(self, data):
+        self.data.append(data)
+
+    def flush(self):
+        pass
+
+    def close(self):
+        if self.closed:
+            return
+        self.closed = True
+        self.host.thp_store(self.target, ''.join(self.data))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
 
 
 class FakeHost(object):
@@ -23,6 +88,9 @@ class FakeHost(object):
         self.root = str(root)
         self._mountinfo = []
         self._next_mount_id = 20
+        self.thp_dir = THP_DIR
+        self.thp_offered = {}
+        self.thp_stuck = {}
         self.write('/proc/self/mountinfo', '')
 
     # -- generic helpers -------------------------------------------------------------------
@@ -155,6 +223,72 @@ class FakeHost(object):
 
     def read_ahead(self, name):
         return int(self.read(self._devdir(name) + '/queue/read_ahead_kb').strip())
+
+    # -- Transparent Huge Pages ------------------------------------------------------------
+    def add_thp(self, kernel='el8', enabled=None, defrag=None, khugepaged=None):
+        """THP sysfs files of ``kernel`` (a THP_KERNELS key) with the given active values.
+
+        ``khugepaged=False`` leaves khugepaged/defrag out. Returns the THP directory.
+        ``thp_stuck[attr] = value`` makes the attribute read ``value`` after every write, as when
+        something else keeps resetting it.
+        """
+        spec = THP_KERNELS[kernel]
+        self.thp_dir = spec['dir']
+        self.thp_offered = dict(spec['offered'])
+        self.thp_stuck = {}
+        values = dict(spec['default'])
+        for attr, value in (('enabled', enabled), ('defrag', defrag), ('khugepaged/defrag', khugepaged)):
+            if value is not None:
+                values[attr] = value
+        for attr in ('enabled', 'defrag', 'khugepaged/defrag'):
+            if attr == 'khugepaged/defrag' and khugepaged is False:
+                del self.thp_offered[attr]
+                if self.exists('%s/%s' % (self.thp_dir, attr)):
+                    os.unlink(self.path('%s/%s' % (self.thp_dir, attr)))
+                continue
+            self._thp_render(attr, values[attr])
+        return self.thp_dir
+
+    def _thp_render(self, attr, value):
+        offered = self.thp_offered[attr]
+        self.write('%s/%s' % (self.thp_dir, attr), render_choice(offered, value) if offered else value + '\n')
+
+    def thp(self, attr):
+        """The active value of a THP attribute, as the kernel would show it."""
+        text = self.read('%s/%s' % (self.thp_dir, attr)).strip()
+        m = re.search(r'\[([^\]]+)\]', text)
+        return m.group(1) if m else text
+
+    def thp_text(self, attr):
+        return self.read('%s/%s' % (self.thp_dir, attr))
+
+    def thp_store(self, target, data):
+        """What the kernel does with ``data`` written to THP attribute ``target`` (a target path)."""
+        attr = target[len(self.thp_dir) + 1:]
+        offered = self.thp_offered[attr]
+        value = data[:-1] if data.endswith('\n') else data     # sysfs_streq: one trailing newline
+        if offered:
+            valid = value in offered
+        else:
+            valid = re.match(r'^[0-9]+$', value) is not None and int(value) <= 1  # kstrtoul, then > 1 is EINVAL
+            value = str(int(value)) if valid else value
+        if not valid:
+            raise IOError(errno.EINVAL, os.strerror(errno.EINVAL), self.path(target))
+        self._thp_render(attr, self.thp_stuck.get(attr, value))
+
+    def thp_open(self, real_open=open):
+        """An ``open`` that sends writes to THP attributes through :meth:`thp_store`."""
+        def fake_open(path, mode='r', *args, **kwargs):
+            full = str(path)
+            prefix = self.path(self.thp_dir) + os.sep     # the directory of the last add_thp()
+            if full.startswith(prefix) and ('w' in mode or 'a' in mode or '+' in mode):
+                if os.path.isdir(full):
+                    return real_open(path, mode, *args, **kwargs)  # the real EISDIR
+                if not os.path.exists(full):
+                    raise IOError(errno.ENOENT, os.strerror(errno.ENOENT), full)  # sysfs creates no files
+                return _SysfsAttrWrite(self, '/' + os.path.relpath(full, self.root))
+            return real_open(path, mode, *args, **kwargs)
+        return fake_open
 
     # -- mounts ----------------------------------------------------------------------------
     def mount(self, majmin, mountpoint, fstype='xfs', source='/dev/root', options='rw,relatime'):

@@ -475,11 +475,19 @@ def test_parse_readahead_rejects_non_numbers(value):
     assert 'not a number of KiB' in str(info.value)
 
 
-def test_malformed_readahead_in_profile_is_an_error(host):
+def test_unparsable_readahead_in_profile_is_reported_not_raised(host):
+    # tuned ignores a value it cannot parse; the device still belongs to the instance.
     write_profile(host, 'bad', '[disk]\nreadahead=fast\n')
     units, _chain = tuned.effective_units(host.root, ['bad'])
-    with pytest.raises(tuned.TunedProfileError):
-        tuned.read_ahead_for_device(units, 'sda', props('sda'))
+    hit = tuned.read_ahead_for_device(units, 'sda', props('sda'))
+    assert hit['readahead'] is None
+    assert hit['unparsed'] == 'fast'
+
+
+def test_readahead_from_variables_is_expanded(host):
+    write_profile(host, 'vars', '[variables]\nra=8192\n[disk]\nreadahead=>${ra}\n')
+    units, _chain = tuned.effective_units(host.root, ['vars'])
+    assert tuned.read_ahead_for_device(units, 'sda', props('sda'))['readahead']['kb'] == 8192
 
 
 @pytest.mark.parametrize('raw, current, expected', [

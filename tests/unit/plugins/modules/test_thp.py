@@ -1,0 +1,1206 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Module-level tests for thp, through main(), on a fake host.
+
+``ROOT`` points at a fake tree (fakehost.py). The THP files read like the kernel's, and
+``thp.open`` is replaced by ``FakeHost.thp_open`` so that writing one behaves like sysfs
+(the brackets move; a value the kernel does not offer fails with EINVAL).
+
+The host's tools are fake executables in ``tmpdir/bin``, found through a patched
+``get_bin_path`` and run by the real ``AnsibleModule.run_command`` (wrapped only to record
+the calls). They act on the fake tree the way the real ones act on a host: ``grubby``
+reads and edits the BLS entries in /boot/loader/entries, ``grub2-editenv`` the grubenv
+block, ``grub2-mkconfig``/``update-grub`` regenerate grub.cfg by sourcing
+/etc/default/grub with /bin/sh, ``tuned-adm profile`` switches the active profile. So a
+second run sees what the first one did, and idempotence is real.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import hashlib
+import json
+import os
+import stat
+import sys
+
+import pytest
+
+from ansible.module_utils import basic
+from ansible_collections.aemops.os_tuning.plugins.module_utils import files, thp, tuned
+from ansible_collections.aemops.os_tuning.plugins.modules import thp as thp_module
+from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import (
+    AnsibleExitJson, AnsibleFailJson, set_module_args,
+)
+from fakehost import THP_DIR, THP_DIR_RHEL6, FakeHost
+
+BASELINE = thp.BASELINE_FILE
+CHILD = '/etc/tuned/%s/tuned.conf' % tuned.CHILD_PROFILE
+KHUGEPAGED_PATH = THP_DIR + '/khugepaged/defrag'
+EL8_DEFRAG = ['always', 'defer', 'defer+madvise', 'madvise', 'never']
+MODES = ['always', 'madvise', 'never']
+
+# Stock profiles, reduced to what matters: throughput-performance sets THP itself.
+THROUGHPUT_PERFORMANCE = ('[main]\nsummary=Broadly applicable tuning for throughput (test fixture)\n\n'
+                          '[cpu]\ngovernor=performance\n\n[disk]\nreadahead=>4096\n\n'
+                          '[vm]\ntransparent_hugepages=always\n')
+VIRTUAL_GUEST = ('[main]\nsummary=Tuning for virtual guests (test fixture)\ninclude=throughput-performance\n\n'
+                 '[sysctl]\nvm.swappiness = 30\n')
+
+OS_RELEASE = {
+    'el7': 'NAME="CentOS Linux"\nVERSION="7 (Core)"\nID="centos"\nID_LIKE="rhel fedora"\nVERSION_ID="7"\n',
+    'el8': ('NAME="Red Hat Enterprise Linux"\nVERSION="8.9 (Ootpa)"\nID="rhel"\nID_LIKE="fedora"\n'
+            'VERSION_ID="8.9"\n'),
+    'debian': ('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="12"\n'
+               'ID=debian\n'),
+}
+
+EL8_ARGS = 'ro crashkernel=auto resume=/dev/mapper/rhel-swap rd.lvm.lv=rhel/root rd.lvm.lv=rhel/swap rhgb quiet'
+KERNELOPTS = 'root=/dev/mapper/rhel-root ' + EL8_ARGS
+GRUB_EL8 = (
+    'GRUB_TIMEOUT=5\n'
+    'GRUB_DISTRIBUTOR="$(sed \'s, release .*$,,g\' /etc/system-release)"\n'
+    'GRUB_DEFAULT=saved\n'
+    'GRUB_DISABLE_SUBMENU=true\n'
+    'GRUB_TERMINAL_OUTPUT="console"\n'
+    'GRUB_CMDLINE_LINUX="crashkernel=auto resume=/dev/mapper/rhel-swap rd.lvm.lv=rhel/root rd.lvm.lv=rhel/swap '
+    'rhgb quiet"\n'
+    'GRUB_DISABLE_RECOVERY="true"\n'
+    'GRUB_ENABLE_BLSCFG=true\n'
+)
+EL8_KERNELS = ('4.18.0-513.5.1.el8_9.x86_64', '4.18.0-477.10.1.el8_8.x86_64')
+MACHINE_ID = '0123456789abcdef0123456789abcdef'
+PROC_CMDLINE_EL8 = 'BOOT_IMAGE=(hd0,msdos1)/vmlinuz-4.18.0-513.5.1.el8_9.x86_64 %s\n' % KERNELOPTS
+
+GRUB_EL7 = (
+    'GRUB_TIMEOUT=5\n'
+    'GRUB_DISTRIBUTOR="CentOS Linux"\n'
+    'GRUB_DEFAULT=saved\n'
+    'GRUB_DISABLE_SUBMENU=true\n'
+    'GRUB_TERMINAL_OUTPUT="console"\n'
+    'GRUB_CMDLINE_LINUX="crashkernel=auto rd.lvm.lv=centos/root rd.lvm.lv=centos/swap rhgb quiet"\n'
+    'GRUB_DISABLE_RECOVERY="true"\n'
+)
+PROC_CMDLINE_EL7 = ('BOOT_IMAGE=/vmlinuz-3.10.0-1160.el7.x86_64 root=/dev/mapper/centos-root ro crashkernel=auto '
+                    'rd.lvm.lv=centos/root rd.lvm.lv=centos/swap rhgb quiet\n')
+
+GRUB_DEBIAN = (
+    '# If you change this file, run \'update-grub\' afterwards to update\n'
+    'GRUB_DEFAULT=0\n'
+    'GRUB_TIMEOUT=5\n'
+    'GRUB_DISTRIBUTOR=`lsb_release -i -s 2> /dev/null || echo Debian`\n'
+    'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\n'
+    'GRUB_CMDLINE_LINUX=""\n'
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# The fake tools: one script, run by the interpreter running the tests (2.7, 3.6 or 3.11).
+
+FAKE_TOOL = r'''
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+
+ROOT, TOOL, ARGS = sys.argv[1], sys.argv[2], sys.argv[3:]
+CONF = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), 'faketools.json')
+GRUBENV = '/boot/grub2/grubenv'
+
+
+def conf():
+    with open(CONF) as f:
+        return json.load(f)
+
+
+def path(target):
+    return os.path.join(ROOT, target.lstrip('/'))
+
+
+def read(target):
+    try:
+        with open(path(target)) as f:
+            return f.read()
+    except IOError:
+        return None
+
+
+def write(target, text):
+    full = path(target)
+    if not os.path.isdir(os.path.dirname(full)):
+        os.makedirs(os.path.dirname(full))
+    with open(full, 'w') as f:
+        f.write(text)
+
+
+def out(text):
+    sys.stdout.write(text)
+
+
+def fail(message, rc=1):
+    sys.stderr.write(message + '\n')
+    return rc
+
+
+def injected_failure():
+    failure = conf().get('fail', {}).get(TOOL)
+    if failure:
+        return fail(failure[1], failure[0])
+    return None
+
+
+# grubby: the BLS entries under ROOT are its state.
+def bls_entries():
+    return sorted(glob.glob(path('/boot/loader/entries/*.conf')), reverse=True)
+
+
+def parse_entry(full):
+    fields = []
+    with open(full) as f:
+        for line in f.read().splitlines():
+            if line.strip():
+                key, _sep, value = line.partition(' ')
+                fields.append([key, value.strip()])
+    return fields
+
+
+def grubby():
+    if ARGS == ['--info=ALL']:
+        for index, full in enumerate(bls_entries()):
+            entry = dict(parse_entry(full))
+            words = entry.get('options', '').split()
+            out('index=%d\n' % index)
+            out('kernel="/boot%s"\n' % entry['linux'])
+            out('args="%s"\n' % ' '.join(w for w in words if not w.startswith('root=')))
+            for w in words:
+                if w.startswith('root='):
+                    out('root="%s"\n' % w[5:])
+            out('initrd="/boot%s $tuned_initrd"\n' % entry.get('initrd', ''))
+            out('title="%s"\n' % entry.get('title', ''))
+            out('id="%s"\n' % os.path.basename(full)[:-5])
+        return 0
+    if ARGS[:1] == ['--update-kernel=ALL'] and len(ARGS) > 1:
+        failed = injected_failure()
+        if failed:
+            return failed
+        remove, add = [], []
+        for opt in ARGS[1:]:
+            if opt.startswith('--remove-args='):
+                remove.extend(opt[len('--remove-args='):].split())
+            elif opt.startswith('--args='):
+                add.extend(opt[len('--args='):].split())
+            else:
+                return fail('grubby: bad option %s' % opt, 64)
+        drop = set(remove + [a.split('=', 1)[0] for a in add])
+        for full in bls_entries():
+            fields = parse_entry(full)
+            for field in fields:
+                if field[0] == 'options':
+                    field[1] = ' '.join([w for w in field[1].split() if w.split('=', 1)[0] not in drop] + add)
+            with open(full, 'w') as f:
+                f.write(''.join('%s %s\n' % (k, v) for k, v in fields))
+        return 0
+    return fail('grubby: unexpected arguments %r' % (ARGS,), 64)
+
+
+# grub2-editenv: the 1024-byte environment block /boot/grub2/grubenv.
+def grubenv_lines():
+    return [l for l in (read(GRUBENV) or '').splitlines() if l and not l.startswith('#')]
+
+
+def editenv():
+    if ARGS == ['-', 'list']:
+        out(''.join(l + '\n' for l in grubenv_lines()))
+        return 0
+    if ARGS[:2] == ['-', 'set'] and len(ARGS) > 2:
+        failed = injected_failure()
+        if failed:
+            return failed
+        lines = grubenv_lines()
+        for assignment in ARGS[2:]:
+            name = assignment.split('=', 1)[0]
+            names = [l.split('=', 1)[0] for l in lines]
+            if name in names:
+                lines[names.index(name)] = assignment
+            else:
+                lines.append(assignment)
+        body = '# GRUB Environment Block\n' + ''.join(l + '\n' for l in lines)
+        write(GRUBENV, body + '#' * (1024 - len(body)))
+        return 0
+    return fail('grub2-editenv: unexpected arguments %r' % (ARGS,), 64)
+
+
+# grub2-mkconfig -o FILE / update-grub: kernel lines from /etc/default/grub as sh sees it.
+def mkconfig(target, linux, kernel):
+    failed = injected_failure()
+    if failed:
+        return failed
+    script = '. "$1"; printf "%s\\n%s" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"'
+    proc = subprocess.Popen(['/bin/sh', '-c', script, 'sh', path('/etc/default/grub')],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    value, err = proc.communicate()
+    if proc.returncode:
+        return fail('%s: /etc/default/grub: %s' % (TOOL, err.strip()))
+    cmdline, default = value.split('\n', 1)
+    write(target, 'set default=0\n### BEGIN /etc/grub.d/10_linux ###\n'
+                  "menuentry 'Linux %s' {\n\t%s\t/vmlinuz-%s root=/dev/mapper/root ro %s %s\n}\n"
+                  "menuentry 'Linux %s (rescue)' {\n\t%s\t/vmlinuz-%s root=/dev/mapper/root ro %s\n}\n"
+                  '### END /etc/grub.d/10_linux ###\n'
+                  % (kernel, linux, kernel, cmdline, default, kernel, linux, kernel, cmdline))
+    return 0
+
+
+# tuned-adm: profile switches the state files tuned reads; "apply" may reset THP.
+def tuned_adm():
+    settings = conf()
+    if ARGS == ['--version']:
+        # argparse's version action prints to stderr on Python 2 (tuned on RHEL 7), stdout on 3.
+        stream = sys.stderr if settings.get('tuned_python2') else sys.stdout
+        stream.write('tuned-adm %s\n' % settings['tuned_version'])
+        return 0
+    if ARGS[:1] == ['profile'] and len(ARGS) > 1:
+        failed = injected_failure()
+        if failed:
+            return failed
+        for name in ARGS[1:]:
+            if not any(os.path.isfile(path('%s/%s/tuned.conf' % (d, name))) for d in ('/usr/lib/tuned', '/etc/tuned')):
+                return fail("Requested profile '%s' doesn't exist." % name)
+        write('/etc/tuned/active_profile', ' '.join(ARGS[1:]) + '\n')
+        write('/etc/tuned/profile_mode', 'manual\n')
+        if settings.get('tuned_sets_enabled'):
+            enabled = path(settings['thp_dir'] + '/enabled')
+            with open(enabled) as f:
+                offered = [w.strip('[]') for w in f.read().split()]
+            with open(enabled, 'w') as f:
+                f.write(' '.join('[%s]' % w if w == settings['tuned_sets_enabled'] else w for w in offered) + '\n')
+        return 0
+    return fail('tuned-adm: unexpected arguments %r' % (ARGS,), 64)
+
+
+def main():
+    if TOOL == 'grubby':
+        return grubby()
+    if TOOL == 'grub2-editenv':
+        return editenv()
+    if TOOL == 'grub2-mkconfig':
+        if ARGS[:1] != ['-o'] or len(ARGS) != 2:
+            return fail('grub2-mkconfig: usage: grub2-mkconfig -o FILE', 64)
+        return mkconfig(ARGS[1], 'linux16', '3.10.0-1160.el7.x86_64')
+    if TOOL == 'update-grub':
+        return mkconfig('/boot/grub/grub.cfg', 'linux', '6.1.0-18-amd64')
+    if TOOL == 'tuned-adm':
+        return tuned_adm()
+    return fail('%s: not faked' % TOOL, 127)
+
+
+sys.exit(main())
+'''
+
+READ_ONLY_CALLS = (['--info=ALL'], ['-', 'list'], ['--version'])
+
+
+def tree_checksum(root):
+    """Content, mode and link target of everything under ``root``."""
+    result = {}
+    for directory, dirs, names in os.walk(root):
+        for name in sorted(dirs + names):
+            full = os.path.join(directory, name)
+            rel = os.path.relpath(full, root)
+            if os.path.islink(full):
+                result[rel] = ('link', os.readlink(full))
+            elif os.path.isdir(full):
+                result[rel] = ('dir', oct(os.stat(full).st_mode))
+            else:
+                with open(full, 'rb') as f:
+                    result[rel] = ('file', oct(os.stat(full).st_mode), hashlib.sha1(f.read()).hexdigest())
+    return result
+
+
+class Env(object):
+    """The fake host, its tools and what the module did to them."""
+
+    def __init__(self, tmpdir):
+        self.host = FakeHost(tmpdir.join('root'))
+        self.bin = str(tmpdir.join('bin'))
+        os.makedirs(self.bin)
+        with open(os.path.join(self.bin, 'faketool.py'), 'w') as f:
+            f.write(FAKE_TOOL)
+        self.conf = {'tuned_version': '2.21.0', 'tuned_sets_enabled': None, 'thp_dir': THP_DIR, 'fail': {}}
+        self.save_conf()
+        self.calls = []
+        self.warnings = []
+
+    @property
+    def root(self):
+        return self.host.root
+
+    # -- tools -----------------------------------------------------------------------------
+    def tool(self, *names):
+        for name in names:
+            full = os.path.join(self.bin, name)
+            with open(full, 'w') as f:
+                f.write("#!/bin/sh\nexec '%s' '%s' '%s' '%s' \"$@\"\n"
+                        % (sys.executable, os.path.join(self.bin, 'faketool.py'), self.root, name))
+            os.chmod(full, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+
+    def remove_tool(self, name):
+        os.unlink(os.path.join(self.bin, name))
+
+    def save_conf(self, **changes):
+        self.conf.update(changes)
+        with open(os.path.join(self.bin, 'faketools.json'), 'w') as f:
+            json.dump(self.conf, f)
+
+    def bin_path(self, name):
+        return os.path.join(self.bin, name)
+
+    def which(self, module, arg, required=False, opt_dirs=None):
+        full = os.path.join(self.bin, arg)
+        if os.path.isfile(full) and os.access(full, os.X_OK):
+            return full
+        if required:
+            module.fail_json(msg='Failed to find required executable "%s"' % arg)
+        return None
+
+    def ran(self, tool, *words):
+        """The recorded invocations of ``tool`` (basename), optionally only those containing ``words``."""
+        return [c for c in self.calls if os.path.basename(c[0]) == tool and all(w in c for w in words)]
+
+    def mutations(self):
+        """Calls other than the read-only ones (grubby --info, grub2-editenv list, tuned-adm --version)."""
+        return [c for c in self.calls if c[1:] not in [list(r) for r in READ_ONLY_CALLS]]
+
+    # -- running the module ----------------------------------------------------------------
+    def _call(self, args, check, diff):
+        args = dict(args)
+        if check:
+            args['_ansible_check_mode'] = True
+        if diff:
+            args['_ansible_diff'] = True
+        del self.warnings[:]
+        with set_module_args(args):
+            thp_module.main()
+
+    def run(self, args=None, check=False, diff=False):
+        with pytest.raises(AnsibleExitJson) as info:
+            self._call(args or {}, check, diff)
+        return info.value.result
+
+    def fail(self, args=None, check=False):
+        with pytest.raises(AnsibleFailJson) as info:
+            self._call(args or {}, check, False)
+        return info.value.result
+
+    # -- state -----------------------------------------------------------------------------
+    def runtime(self):
+        return dict((a, self.host.thp(a)) for a in ('enabled', 'defrag', 'khugepaged/defrag')
+                    if self.host.exists('%s/%s' % (self.host.thp_dir, a)))
+
+    def baseline(self):
+        text = files.read_text(files.root_path(self.root, BASELINE))
+        if text is None:
+            return None
+        records, errors = files.parse_baselines(text)
+        assert errors == [] and len(records) == 1
+        return records[0]
+
+    def child(self):
+        """The parsed child profile, or None when it does not exist."""
+        text = files.read_text(files.root_path(self.root, CHILD))
+        return None if text is None else tuned.parse_child(text, CHILD)
+
+    def thp_sections(self):
+        return [(name, options) for owner, name, options in self.child()['sections'] if owner == 'thp']
+
+    def bls_options(self):
+        result = []
+        for kernel in EL8_KERNELS:
+            text = self.host.read('/boot/loader/entries/%s-%s.conf' % (MACHINE_ID, kernel))
+            result.append([l for l in text.splitlines() if l.startswith('options ')][0][len('options '):])
+        return result
+
+    def grubenv(self):
+        return dict(l.split('=', 1) for l in self.host.read('/boot/grub2/grubenv').splitlines()
+                    if l and not l.startswith('#'))
+
+    def grub_cmdline_linux(self):
+        lines = [l for l in self.host.read('/etc/default/grub').splitlines() if l.startswith('GRUB_CMDLINE_LINUX=')]
+        return lines[-1]
+
+    # -- host layouts ----------------------------------------------------------------------
+    def el8(self, cmdline_value=None, thp_kernel='el8', tuned_installed=True):
+        """RHEL 8.9 with BLS entries, grubby, grubenv kernelopts and (by default) tuned."""
+        arg = '' if cmdline_value is None else ' transparent_hugepage=%s' % cmdline_value
+        self.host.add_thp(thp_kernel)
+        self.host.write('/etc/os-release', OS_RELEASE['el8'])
+        self.host.write('/etc/default/grub', GRUB_EL8.replace('rhgb quiet"', 'rhgb quiet%s"' % arg))
+        for kernel in EL8_KERNELS:
+            self.host.write('/boot/loader/entries/%s-%s.conf' % (MACHINE_ID, kernel), ''.join('%s %s\n' % kv for kv in [
+                ('title', 'Red Hat Enterprise Linux (%s) 8.9 (Ootpa)' % kernel),
+                ('version', kernel),
+                ('linux', '/vmlinuz-%s' % kernel),
+                ('initrd', '/initramfs-%s.img $tuned_initrd' % kernel),
+                ('options', '%s%s $tuned_params' % (KERNELOPTS, arg)),
+                ('id', 'rhel-20231101000000-%s' % kernel),
+                ('grub_users', '$grub_users'),
+                ('grub_arg', '--unrestricted'),
+                ('grub_class', 'kernel'),
+            ]))
+        body = ('# GRUB Environment Block\nsaved_entry=%s-%s\nkernelopts=%s%s\nboot_success=0\n'
+                'tuned_params=\ntuned_initrd=\n' % (MACHINE_ID, EL8_KERNELS[0], KERNELOPTS, arg))
+        self.host.write('/boot/grub2/grubenv', body + '#' * (1024 - len(body)))
+        self.host.write('/boot/grub2/grub.cfg', '# BLS grub.cfg: blscfg loads /boot/loader/entries\n')
+        self.host.write('/proc/cmdline', PROC_CMDLINE_EL8.replace(' quiet\n', ' quiet%s\n' % arg))
+        self.tool('grubby', 'grub2-editenv', 'grub2-mkconfig')
+        if tuned_installed:
+            self.with_tuned()
+        return self
+
+    def el7(self, tuned_version='2.10.0', grub=GRUB_EL7):
+        """CentOS 7 (BIOS) with /etc/default/grub, grub2-mkconfig and tuned 2.10."""
+        self.host.add_thp('el7')
+        self.host.write('/etc/os-release', OS_RELEASE['el7'])
+        self.host.write('/etc/default/grub', grub)
+        self.host.write('/boot/grub2/grub.cfg', '# generated long ago\n')
+        self.host.write('/proc/cmdline', PROC_CMDLINE_EL7)
+        self.tool('grub2-mkconfig', 'grubby')
+        self.with_tuned()
+        self.save_conf(tuned_version=tuned_version, tuned_python2=True)
+        return self
+
+    def debian(self, grub=False):
+        """Debian 12; by default booted without a boot loader (direct kernel boot)."""
+        self.host.add_thp('el8')
+        self.host.write('/etc/os-release', OS_RELEASE['debian'])
+        self.host.write('/etc/default/grub', GRUB_DEBIAN)
+        self.host.write('/proc/cmdline', 'root=/dev/vda1 ro console=ttyS0\n')
+        if grub:
+            self.host.write('/boot/grub/grub.cfg', '# generated by grub-mkconfig\n')
+            self.tool('update-grub')
+        return self
+
+    def with_tuned(self, active='virtual-guest', running=False):
+        self.host.write('/usr/lib/tuned/throughput-performance/tuned.conf', THROUGHPUT_PERFORMANCE)
+        self.host.write('/usr/lib/tuned/virtual-guest/tuned.conf', VIRTUAL_GUEST)
+        self.host.write(tuned.ACTIVE_PROFILE_FILE, active + '\n')
+        self.host.write(tuned.PROFILE_MODE_FILE, 'auto\n')
+        if running:
+            self.host.write(thp_module.TUNED_PID_FILE, '812\n')
+            self.host.mkdir('/proc/812')
+        self.tool('tuned-adm')
+        return self
+
+
+@pytest.fixture
+def env(tmpdir, monkeypatch, module_exit):
+    environment = Env(tmpdir)
+    monkeypatch.setattr(thp_module, 'ROOT', environment.root)
+    monkeypatch.setattr(thp, 'open', environment.host.thp_open(), raising=False)
+    monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path',
+                        lambda module, arg, required=False, opt_dirs=None: environment.which(module, arg, required))
+    real_run_command = basic.AnsibleModule.run_command
+
+    def run_command(module, args, *a, **kw):
+        environment.calls.append(list(args))
+        return real_run_command(module, args, *a, **kw)
+    monkeypatch.setattr(basic.AnsibleModule, 'run_command', run_command)
+    monkeypatch.setattr(basic.AnsibleModule, 'warn', lambda module, msg: environment.warnings.append(msg))
+    return environment
+
+
+@pytest.fixture
+def el8(env):
+    return env.el8()
+
+
+APPLY = {'enabled': 'never', 'defrag': 'never', 'khugepaged_defrag': False}
+NEVER_ARG = 'transparent_hugepage=never'
+
+
+def _deny_thp_writes(monkeypatch, euid):
+    """os.access says no for the THP files: read-only /sys (euid 0) or not root (euid 1000)."""
+    real = os.access
+
+    def access(path, mode):
+        if mode & os.W_OK and '/transparent_hugepage/' in str(path):
+            return False
+        return real(path, mode)
+    monkeypatch.setattr(os, 'access', access)
+    monkeypatch.setattr(os, 'geteuid', lambda: euid)
+
+
+# ---------------------------------------------------------------------------------------------
+# Check and diff mode
+
+def test_check_mode_changes_nothing_and_reports_the_plan(el8):
+    before = el8.runtime()
+    checksum = tree_checksum(el8.root)
+    result = el8.run(APPLY, check=True, diff=True)
+    assert tree_checksum(el8.root) == checksum
+    assert el8.mutations() == []
+    assert el8.runtime() == before == {'enabled': 'always', 'defrag': 'madvise', 'khugepaged/defrag': '1'}
+    assert result['changed'] is True
+    assert result['runtime'] == {
+        'enabled': {'before': 'always', 'after': 'never', 'offered': MODES},
+        'defrag': {'before': 'madvise', 'after': 'never', 'offered': EL8_DEFRAG},
+        'khugepaged/defrag': {'before': '1', 'after': '0', 'offered': []},
+    }
+    assert result['reboot_required'] is True
+    assert result['tuned_profile']['actions'] == []
+    diff = dict((d['after_header'], d) for d in result['diff'])
+    runtime = diff['THP runtime (sysfs)']
+    assert runtime['before'] == 'defrag=madvise\nenabled=always\nkhugepaged/defrag=1\n'
+    assert runtime['after'] == 'defrag=never\nenabled=never\nkhugepaged/defrag=0\n'
+    baseline = diff[BASELINE]
+    assert baseline['before_header'] == '%s (absent)' % BASELINE and baseline['before'] == ''
+    assert files.parse_baselines(baseline['after'])[0] == [
+        {'enabled': 'always', 'defrag': 'madvise', 'khugepaged/defrag': '1', 'cmdline_managed': True, 'cmdline': None}]
+    profile = diff[CHILD]
+    assert profile['before_header'] == '%s (absent)' % CHILD
+    assert '[vm]\ntransparent_hugepages=never\ntransparent_hugepage.defrag=never\n' in profile['after']
+    assert '[sysfs]\n%s=0\n' % KHUGEPAGED_PATH in profile['after']
+    assert 'include=virtual-guest' in profile['after']
+    assert diff['/etc/default/grub']['after'].count(NEVER_ARG) == 1
+    label = 'grubby:/boot/vmlinuz-%s (kernel arguments)' % EL8_KERNELS[0]
+    assert NEVER_ARG not in diff[label]['before'] and NEVER_ARG in diff[label]['after']
+    assert NEVER_ARG in diff['kernelopts (kernel arguments)']['after']
+
+
+def test_check_mode_on_a_converged_host_is_unchanged(el8):
+    el8.run(APPLY)
+    checksum = tree_checksum(el8.root)
+    result = el8.run(APPLY, check=True, diff=True)
+    assert result['changed'] is False
+    assert tree_checksum(el8.root) == checksum
+    runtime = [d for d in result['diff'] if d['after_header'] == 'THP runtime (sysfs)'][0]
+    assert runtime['before'] == runtime['after']
+
+
+def test_no_diff_without_diff_mode(el8):
+    assert 'diff' not in el8.run(APPLY, check=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# present on RHEL 8: runtime, baseline, tuned child profile, kernel command line
+
+def test_apply_sets_runtime_persists_and_records_the_baseline(el8):
+    grub_before = el8.host.read('/etc/default/grub')
+    result = el8.run(APPLY)
+    assert result['changed'] is True
+    # Runtime: read back from the fake sysfs, in the kernel's format.
+    assert el8.runtime() == {'enabled': 'never', 'defrag': 'never', 'khugepaged/defrag': '0'}
+    assert el8.host.thp_text('enabled') == 'always madvise [never]\n'
+    assert el8.host.thp_text('defrag') == 'always defer defer+madvise madvise [never]\n'
+    assert el8.host.thp_text('khugepaged/defrag') == '0\n'
+    # Baseline: the values found before the change.
+    assert el8.baseline() == {'enabled': 'always', 'defrag': 'madvise', 'khugepaged/defrag': '1',
+                              'cmdline_managed': True, 'cmdline': None}
+    assert result['baseline'] == el8.baseline()
+    assert files.is_managed(el8.host.read(BASELINE))
+    assert stat.S_IMODE(os.stat(el8.host.path(BASELINE)).st_mode) == 0o644
+    # tuned: the child profile includes the profile active before, and is active now.
+    assert result['persist'] == ['tuned', 'cmdline']
+    child = el8.child()
+    assert child['include'] == ['virtual-guest']
+    assert child['baseline'] == {'active_profiles': ['virtual-guest'], 'profile_mode': 'auto'}
+    assert el8.thp_sections() == [
+        ('vm', [('transparent_hugepages', 'never'), ('transparent_hugepage.defrag', 'never')]),
+        ('sysfs', [(KHUGEPAGED_PATH, '0')]),
+    ]
+    assert tuned.active_profiles(el8.root) == [tuned.CHILD_PROFILE]
+    assert tuned.profile_mode(el8.root) == 'manual'
+    assert result['tuned_profile'] == {'path': CHILD, 'parents': ['virtual-guest'], 'changed': True,
+                                       'actions': ['wrote %s' % CHILD, 'activated %s' % tuned.CHILD_PROFILE]}
+    # ... and overrides throughput-performance's transparent_hugepages=always when tuned merges them.
+    units = tuned.effective_units(el8.root)[0]
+    assert [u['options']['transparent_hugepages'] for u in units if u['type'] == 'vm'] == ['never']
+    # Kernel command line: grubby for the entries, kernelopts for new kernels, /etc/default/grub.
+    assert el8.ran('grubby', '--update-kernel=ALL') == [
+        [el8.bin_path('grubby'), '--update-kernel=ALL', '--args=' + NEVER_ARG]]
+    assert el8.ran('grub2-editenv', 'set') == [
+        [el8.bin_path('grub2-editenv'), '-', 'set', 'kernelopts=%s %s' % (KERNELOPTS, NEVER_ARG)]]
+    assert el8.ran('grub2-mkconfig') == []
+    assert el8.ran('tuned-adm', 'profile') == []    # tuned not running: the state files are written
+    assert el8.bls_options() == ['%s $tuned_params %s' % (KERNELOPTS, NEVER_ARG)] * 2
+    assert el8.grubenv()['kernelopts'] == '%s %s' % (KERNELOPTS, NEVER_ARG)
+    assert el8.host.read('/etc/default/grub') == grub_before.replace('rhgb quiet"', 'rhgb quiet %s"' % NEVER_ARG)
+    assert result['cmdline']['method'] == 'grubby'
+    assert result['cmdline']['managed'] is True
+    assert result['cmdline']['running'] is None
+    assert result['cmdline']['reason'].startswith('rhel 8.9 with BLS entries in /boot/loader/entries: grubby')
+    assert result['cmdline']['args_after']['kernelopts'][-1] == NEVER_ARG
+    assert result['reboot_required'] is True
+    assert el8.warnings == []
+
+
+def test_second_run_is_idempotent_and_plans_nothing(el8):
+    el8.run(APPLY)
+    checksum = tree_checksum(el8.root)
+    del el8.calls[:]
+    result = el8.run(APPLY)
+    assert result['changed'] is False
+    assert tree_checksum(el8.root) == checksum
+    assert el8.mutations() == []
+    assert result['tuned_profile']['changed'] is False
+    assert result['cmdline']['args_after'] == {}
+    # The running kernel still lacks the argument until the reboot.
+    assert result['reboot_required'] is True
+    assert result['runtime']['enabled'] == {'before': 'never', 'after': 'never', 'offered': MODES}
+
+
+def test_after_the_reboot_no_reboot_is_required(el8):
+    el8.run(APPLY)
+    el8.host.write('/proc/cmdline', PROC_CMDLINE_EL8.replace(' quiet\n', ' quiet %s\n' % NEVER_ARG))
+    result = el8.run(APPLY)
+    assert result['changed'] is False
+    assert result['reboot_required'] is False
+    assert result['cmdline']['running'] == 'never'
+
+
+def test_tuned_running_switches_with_tuned_adm(env):
+    env.el8()
+    env.with_tuned(running=True)
+    env.run(APPLY)
+    assert env.ran('tuned-adm', 'profile') == [[env.bin_path('tuned-adm'), 'profile', tuned.CHILD_PROFILE]]
+    assert tuned.active_profiles(env.root) == [tuned.CHILD_PROFILE]
+    del env.calls[:]
+    assert env.run(APPLY)['changed'] is False
+    assert env.ran('tuned-adm', 'profile') == []
+
+
+def test_tuned_resetting_thp_on_the_profile_switch_is_enforced(env):
+    env.el8()
+    env.with_tuned(running=True)
+    env.save_conf(tuned_sets_enabled='always')       # tuned applies a stale value when switching
+    result = env.run(APPLY)
+    assert result['changed'] is True
+    assert env.host.thp('enabled') == 'never'
+    assert env.run(APPLY)['changed'] is False
+
+
+def test_something_else_keeping_its_value_fails(el8):
+    el8.host.thp_stuck['enabled'] = 'always'
+    result = el8.fail(APPLY)
+    assert result['msg'] == ('%s/enabled reads always after writing never: something else sets it.' % THP_DIR)
+    assert result['changed'] is True
+
+
+def test_changing_the_value_keeps_the_original_baseline(el8):
+    el8.run(APPLY)
+    result = el8.run({'enabled': 'madvise', 'defrag': 'defer+madvise'})
+    assert result['changed'] is True
+    assert el8.runtime() == {'enabled': 'madvise', 'defrag': 'defer+madvise', 'khugepaged/defrag': '0'}
+    assert el8.baseline() == {'enabled': 'always', 'defrag': 'madvise', 'khugepaged/defrag': '1',
+                              'cmdline_managed': True, 'cmdline': None}
+    assert el8.thp_sections() == [
+        ('vm', [('transparent_hugepages', 'madvise'), ('transparent_hugepage.defrag', 'defer+madvise')])]
+    assert el8.grubenv()['kernelopts'] == KERNELOPTS + ' transparent_hugepage=madvise'
+    assert el8.bls_options() == ['%s $tuned_params transparent_hugepage=madvise' % KERNELOPTS] * 2
+    assert el8.run({'enabled': 'madvise', 'defrag': 'defer+madvise'})['changed'] is False
+
+
+def test_empty_defrag_and_omitted_khugepaged_are_left_alone(el8):
+    result = el8.run({'enabled': 'never', 'defrag': ''})
+    assert el8.runtime() == {'enabled': 'never', 'defrag': 'madvise', 'khugepaged/defrag': '1'}
+    assert result['runtime']['defrag'] == {'before': 'madvise', 'after': 'madvise', 'offered': EL8_DEFRAG}
+    assert el8.thp_sections() == [('vm', [('transparent_hugepages', 'never')])]
+
+
+def test_khugepaged_defrag_true(el8):
+    el8.host.add_thp('el8', khugepaged='0')
+    el8.run({'khugepaged_defrag': True})
+    assert el8.host.thp_text('khugepaged/defrag') == '1\n'
+    assert ('sysfs', [(KHUGEPAGED_PATH, '1')]) in el8.thp_sections()
+
+
+def test_kernel_without_khugepaged_defrag_ignores_the_option(el8):
+    el8.host.add_thp('el8', khugepaged=False)
+    result = el8.run(APPLY)
+    assert 'khugepaged/defrag' not in result['runtime']
+    assert [name for name, _options in el8.thp_sections()] == ['vm']
+
+
+def test_running_kernel_booted_with_another_value_warns_about_tuned(env):
+    env.el8(cmdline_value='always')
+    env.run(APPLY)
+    assert any('booted with transparent_hugepage=always' in w and 'tuned ignores' in w for w in env.warnings)
+
+
+def test_already_persisted_value_is_not_planned_again(env):
+    env.el8(cmdline_value='never')
+    result = env.run(APPLY)
+    assert env.ran('grubby', '--update-kernel=ALL') == []
+    assert env.ran('grub2-editenv', 'set') == []
+    assert result['reboot_required'] is False
+    assert env.baseline()['cmdline'] == 'never'
+
+
+def test_read_ahead_sections_in_the_child_profile_are_preserved(el8):
+    read_ahead = ('read_ahead', 'aemops_read_ahead_32', [
+        ('type', 'disk'), ('devices_udev_regex', '^(?:ID_SERIAL=Amazon_EBS_vol0123)$'), ('readahead', '32')])
+    el8.host.write(CHILD, tuned.render_child({'active_profiles': ['virtual-guest'], 'profile_mode': 'auto'},
+                                             ['virtual-guest'], [read_ahead]))
+    el8.host.write(tuned.ACTIVE_PROFILE_FILE, tuned.CHILD_PROFILE + '\n')
+    el8.host.write(tuned.PROFILE_MODE_FILE, 'manual\n')
+    el8.run(APPLY)
+    child = el8.child()
+    assert child['include'] == ['virtual-guest']
+    assert [(owner, name) for owner, name, _o in child['sections']] == [
+        ('read_ahead', 'aemops_read_ahead_32'), ('thp', 'vm'), ('thp', 'sysfs')]
+    assert child['sections'][0] == read_ahead
+    assert tuned.active_profiles(el8.root) == [tuned.CHILD_PROFILE]
+    # Backing THP out leaves read_ahead's section, the file and the active profile.
+    el8.run({'state': 'absent'})
+    child = el8.child()
+    assert child['sections'] == [read_ahead]
+    assert child['include'] == ['virtual-guest']
+    assert tuned.active_profiles(el8.root) == [tuned.CHILD_PROFILE]
+
+
+# ---------------------------------------------------------------------------------------------
+# persist
+
+def test_persist_empty_touches_only_runtime(el8):
+    checksum = tree_checksum(el8.root)
+    result = el8.run({'enabled': 'never', 'defrag': 'never', 'khugepaged_defrag': False, 'persist': []})
+    assert result['changed'] is True
+    assert result['persist'] == []
+    assert result['tuned_profile'] is None
+    assert result['cmdline']['managed'] is False
+    assert result['reboot_required'] is False
+    assert el8.runtime() == {'enabled': 'never', 'defrag': 'never', 'khugepaged/defrag': '0'}
+    assert el8.mutations() == []
+    # Only the THP files and the baseline record (for state=absent) differ.
+    after = tree_checksum(el8.root)
+    changed = sorted(k for k in set(checksum) | set(after) if checksum.get(k) != after.get(k))
+    thp_rel = THP_DIR.lstrip('/')
+    baseline_rel = BASELINE.lstrip('/')
+    assert changed == sorted([thp_rel + '/defrag', thp_rel + '/enabled', thp_rel + '/khugepaged/defrag',
+                              os.path.dirname(baseline_rel), baseline_rel])
+    assert el8.baseline()['cmdline_managed'] is False
+
+
+def test_persist_empty_after_a_persisted_run_leaves_the_tuned_profile(el8):
+    el8.run(APPLY)
+    profile = el8.host.read(CHILD)
+    el8.run({'enabled': 'madvise', 'persist': []})
+    assert el8.host.thp('enabled') == 'madvise'
+    assert el8.host.exists(CHILD) and el8.host.read(CHILD) == profile
+    assert tuned.active_profiles(el8.root) == [tuned.CHILD_PROFILE]
+
+
+def test_persist_default_without_tuned_is_cmdline_only(env):
+    env.el8(tuned_installed=False)
+    result = env.run(APPLY)
+    assert result['persist'] == ['cmdline']
+    assert result['tuned_profile'] is None
+    assert not env.host.exists(CHILD)
+    assert env.bls_options() == ['%s $tuned_params %s' % (KERNELOPTS, NEVER_ARG)] * 2
+    assert env.warnings == []
+
+
+def test_persist_default_with_tuned_but_no_active_profile_is_cmdline_only(el8):
+    el8.host.write(tuned.ACTIVE_PROFILE_FILE, '')
+    result = el8.run(APPLY)
+    assert result['persist'] == ['cmdline']
+    assert not el8.host.exists(CHILD)
+
+
+def test_persist_tuned_without_tuned_warns_and_uses_the_cmdline(env):
+    env.el8(tuned_installed=False)
+    result = env.run(dict(APPLY, persist=['tuned', 'cmdline']))
+    assert result['persist'] == ['cmdline']
+    assert any('persist includes tuned, but tuned is not installed' in w for w in env.warnings)
+    assert not env.host.exists(CHILD)
+    assert env.grubenv()['kernelopts'].endswith(NEVER_ARG)
+
+
+def test_persist_tuned_without_an_active_profile_says_so(el8):
+    el8.host.write(tuned.ACTIVE_PROFILE_FILE, '')
+    result = el8.run(dict(APPLY, persist=['tuned']))
+    assert result['persist'] == []
+    assert any('tuned is without an active profile' in w for w in el8.warnings)
+
+
+def test_persist_tuned_only(el8):
+    result = el8.run(dict(APPLY, persist=['tuned']))
+    assert result['persist'] == ['tuned']
+    assert el8.thp_sections()[0][0] == 'vm'
+    assert el8.ran('grubby', '--update-kernel=ALL') == []
+    assert result['cmdline']['managed'] is False
+    assert result['reboot_required'] is False
+
+
+# ---------------------------------------------------------------------------------------------
+# Other releases and kernels
+
+def test_rhel7_with_tuned_2_10_sets_defrag_through_sysfs_and_runs_grub2_mkconfig(env):
+    env.el7()
+    result = env.run(APPLY)
+    assert env.runtime() == {'enabled': 'never', 'defrag': 'never', 'khugepaged/defrag': '0'}
+    assert env.host.thp_text('defrag') == 'always madvise [never]\n'
+    assert env.thp_sections() == [
+        ('vm', [('transparent_hugepages', 'never')]),
+        ('sysfs', [(THP_DIR + '/defrag', 'never'), (KHUGEPAGED_PATH, '0')]),
+    ]
+    assert env.ran('grub2-mkconfig') == [[env.bin_path('grub2-mkconfig'), '-o', '/boot/grub2/grub.cfg']]
+    assert env.ran('grubby') == []
+    assert result['cmdline']['method'] == 'grub2-mkconfig'
+    assert 'GRUB_CMDLINE_LINUX="crashkernel=auto rd.lvm.lv=centos/root rd.lvm.lv=centos/swap rhgb quiet %s"' \
+        % NEVER_ARG in env.host.read('/etc/default/grub')
+    cfg = env.host.read('/boot/grub2/grub.cfg')
+    assert cfg.count(NEVER_ARG) == 2                 # the normal and the rescue entry
+    assert result['reboot_required'] is True
+    del env.calls[:]
+    checksum = tree_checksum(env.root)
+    assert env.run(APPLY)['changed'] is False
+    assert env.mutations() == []
+    assert tree_checksum(env.root) == checksum
+
+
+def test_rhel7_tuned_2_11_gets_the_vm_defrag_option(env):
+    env.el7(tuned_version='2.11.0')
+    env.run(APPLY)
+    assert env.thp_sections()[0] == ('vm', [('transparent_hugepages', 'never'),
+                                            ('transparent_hugepage.defrag', 'never')])
+
+
+def test_rhel6_kernel_redhat_directory_runtime_only(env):
+    env.host.add_thp('el6')
+    result = env.run(dict(APPLY, persist=[]))
+    assert result['changed'] is True
+    assert env.host.read(THP_DIR_RHEL6 + '/enabled') == 'always madvise [never]\n'
+    assert env.host.read(THP_DIR_RHEL6 + '/khugepaged/defrag') == 'yes [no]\n'
+    assert result['runtime']['khugepaged/defrag'] == {'before': 'yes', 'after': 'no', 'offered': ['yes', 'no']}
+    env.run({'state': 'absent'})
+    assert env.runtime() == {'enabled': 'always', 'defrag': 'always', 'khugepaged/defrag': 'yes'}
+
+
+def test_debian_without_grub_does_not_manage_the_cmdline(env):
+    env.debian()
+    result = env.run(APPLY)
+    assert result['changed'] is True
+    assert result['persist'] == ['cmdline']
+    assert result['cmdline']['managed'] is False
+    assert result['cmdline']['method'] == 'none'
+    assert 'no /boot/grub/grub.cfg' in result['cmdline']['reason']
+    assert result['reboot_required'] is False
+    assert any(w.startswith('the kernel command line is not managed here: ') and 'direct kernel boot' in w
+               for w in env.warnings)
+    assert env.host.read('/etc/default/grub') == GRUB_DEBIAN
+    assert env.runtime()['enabled'] == 'never'
+    assert env.baseline()['cmdline_managed'] is False
+    assert env.run(APPLY)['changed'] is False
+
+
+def test_debian_with_grub_runs_update_grub(env):
+    env.debian(grub=True)
+    result = env.run(APPLY)
+    assert result['cmdline']['method'] == 'update-grub'
+    assert env.ran('update-grub') == [[env.bin_path('update-grub')]]
+    assert 'GRUB_CMDLINE_LINUX="%s"' % NEVER_ARG in env.host.read('/etc/default/grub')
+    assert env.host.read('/boot/grub/grub.cfg').count(NEVER_ARG) == 2
+    assert env.run(APPLY)['changed'] is False
+    env.run({'state': 'absent'})
+    assert env.host.read('/etc/default/grub') == GRUB_DEBIAN
+    assert NEVER_ARG not in env.host.read('/boot/grub/grub.cfg')
+
+
+# ---------------------------------------------------------------------------------------------
+# absent
+
+def test_absent_restores_everything(el8):
+    originals = dict((t, el8.host.read(t)) for t in ['/etc/default/grub', '/boot/grub2/grubenv'] + [
+        '/boot/loader/entries/%s-%s.conf' % (MACHINE_ID, k) for k in EL8_KERNELS])
+    el8.run(APPLY)
+    del el8.calls[:]
+    result = el8.run({'state': 'absent'})
+    assert result['changed'] is True
+    assert el8.runtime() == {'enabled': 'always', 'defrag': 'madvise', 'khugepaged/defrag': '1'}
+    assert result['runtime']['enabled'] == {'before': 'never', 'after': 'always', 'offered': MODES}
+    assert el8.ran('grubby', '--update-kernel=ALL') == [
+        [el8.bin_path('grubby'), '--update-kernel=ALL', '--remove-args=transparent_hugepage']]
+    assert el8.ran('grub2-editenv', 'set') == [[el8.bin_path('grub2-editenv'), '-', 'set', 'kernelopts=' + KERNELOPTS]]
+    for target, text in originals.items():
+        assert el8.host.read(target) == text, target
+    assert not el8.host.exists(CHILD)
+    assert tuned.active_profiles(el8.root) == ['virtual-guest']
+    assert tuned.profile_mode(el8.root) == 'auto'
+    assert not el8.host.exists(BASELINE)
+    assert result['reboot_required'] is False      # /proc/cmdline never had it
+
+
+def test_absent_restores_the_recorded_cmdline_value(env):
+    env.el8(cmdline_value='always')
+    env.run(APPLY)
+    assert env.baseline()['cmdline'] == 'always'
+    assert env.grubenv()['kernelopts'] == '%s %s' % (KERNELOPTS, NEVER_ARG)
+    # grubby drops the old value and appends the new one.
+    assert env.bls_options() == ['%s $tuned_params %s' % (KERNELOPTS, NEVER_ARG)] * 2
+    del env.calls[:]
+    env.run({'state': 'absent'})
+    assert env.ran('grubby', '--update-kernel=ALL') == [
+        [env.bin_path('grubby'), '--update-kernel=ALL', '--args=transparent_hugepage=always']]
+    assert env.grubenv()['kernelopts'] == KERNELOPTS + ' transparent_hugepage=always'
+    assert 'rhgb quiet transparent_hugepage=always"' in env.grub_cmdline_linux()
+    assert all(o.endswith('transparent_hugepage=always') for o in env.bls_options())
+
+
+def test_absent_with_tuned_running_restores_the_profile_with_tuned_adm(env):
+    env.el8()
+    env.with_tuned(running=True)
+    env.run(APPLY)
+    del env.calls[:]
+    env.run({'state': 'absent'})
+    assert env.ran('tuned-adm', 'profile') == [[env.bin_path('tuned-adm'), 'profile', 'virtual-guest']]
+    assert tuned.active_profiles(env.root) == ['virtual-guest']
+    assert not env.host.exists(CHILD)
+
+
+def test_absent_check_mode_changes_nothing(el8):
+    el8.run(APPLY)
+    checksum = tree_checksum(el8.root)
+    del el8.calls[:]
+    result = el8.run({'state': 'absent'}, check=True, diff=True)
+    assert result['changed'] is True
+    assert tree_checksum(el8.root) == checksum
+    assert el8.mutations() == []
+    headers = [d['after_header'] for d in result['diff']]
+    assert '%s (absent)' % BASELINE in headers
+    assert '%s (absent)' % CHILD in headers
+
+
+def test_absent_twice_is_unchanged(el8):
+    el8.run(APPLY)
+    el8.run({'state': 'absent'})
+    checksum = tree_checksum(el8.root)
+    del el8.calls[:]
+    result = el8.run({'state': 'absent'})
+    assert result['changed'] is False
+    assert tree_checksum(el8.root) == checksum
+    assert el8.mutations() == []
+
+
+def test_absent_without_baseline_warns_and_restores_nothing(el8):
+    el8.host.add_thp('el8', enabled='never')
+    checksum = tree_checksum(el8.root)
+    result = el8.run({'state': 'absent'})
+    assert result['changed'] is False
+    assert tree_checksum(el8.root) == checksum
+    assert el8.host.thp('enabled') == 'never'
+    assert result['baseline'] == {}
+    assert any('no recorded THP baseline' in w and BASELINE in w for w in el8.warnings)
+    assert el8.mutations() == []
+
+
+def test_absent_without_baseline_still_removes_thp_tuned_sections(el8):
+    el8.run(APPLY)
+    os.unlink(el8.host.path(BASELINE))
+    el8.run({'state': 'absent'})
+    assert not el8.host.exists(CHILD)
+    assert el8.runtime()['enabled'] == 'never'           # nothing recorded to restore
+    assert any('no recorded THP baseline' in w for w in el8.warnings)
+
+
+def test_absent_removes_a_cmdline_argument_added_after_a_runtime_only_first_run(el8):
+    el8.run(dict(APPLY, persist=[]))
+    el8.run(APPLY)
+    assert el8.grubenv()['kernelopts'].endswith(NEVER_ARG)
+    el8.run({'state': 'absent'})
+    assert el8.grubenv()['kernelopts'] == KERNELOPTS
+    assert NEVER_ARG not in ' '.join(el8.bls_options())
+
+
+# ---------------------------------------------------------------------------------------------
+# Failures while applying
+
+def test_failing_grubby_fails_with_its_message(el8):
+    el8.save_conf(fail={'grubby': [1, 'grubby: error writing entry']})
+    result = el8.fail(APPLY)
+    assert result['msg'].startswith('%s --update-kernel=ALL --args=%s failed (rc 1): ' % (el8.bin_path('grubby'),
+                                                                                           NEVER_ARG))
+    assert 'error writing entry' in result['msg']
+    assert result['changed'] is True
+
+
+def test_write_failing_after_the_checks_reports_the_kernel_error(el8, monkeypatch):
+    # os.access said yes, the write itself fails (a read-only /sys that access() does not see).
+    def read_only_sysfs(path, mode='r', *args, **kwargs):
+        if 'w' in mode and '/transparent_hugepage/' in str(path):
+            raise IOError(errno.EROFS, os.strerror(errno.EROFS), path)
+        return open(path, mode, *args, **kwargs)
+    monkeypatch.setattr(thp, 'open', read_only_sysfs, raising=False)
+    result = el8.fail(APPLY)
+    assert result['msg'].startswith('cannot set THP inside a container: %s/' % THP_DIR)
+    assert result['changed'] is True                 # the baseline record was written first
+    assert el8.runtime() == {'enabled': 'always', 'defrag': 'madvise', 'khugepaged/defrag': '1'}
+
+
+def test_failing_tuned_adm_fails_with_its_message(env):
+    env.el8()
+    env.with_tuned(running=True)
+    env.save_conf(fail={'tuned-adm': [1, 'Cannot talk to TuneD daemon via DBus.']})
+    result = env.fail(APPLY)
+    assert 'tuned-adm profile %s failed' % tuned.CHILD_PROFILE in result['msg']
+    assert 'DBus' in result['msg']
+    assert result['changed'] is True
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad inputs: each fails with a message naming the problem, and changes nothing.
+
+def _el7_kernel(env):
+    env.host.add_thp('el7')
+
+
+def _no_thp(env):
+    os.unlink(env.host.path(THP_DIR + '/enabled'))
+    os.unlink(env.host.path(THP_DIR + '/defrag'))
+    os.unlink(env.host.path(THP_DIR + '/khugepaged/defrag'))
+    os.rmdir(env.host.path(THP_DIR + '/khugepaged'))
+    os.rmdir(env.host.path(THP_DIR))
+
+
+def _unbalanced_grub(env):
+    env.host.write('/etc/default/grub', GRUB_EL7.replace('rhgb quiet"', 'rhgb quiet'))
+
+
+def _no_grubby(env):
+    env.remove_tool('grubby')
+
+
+def _no_grub2_editenv(env):
+    env.remove_tool('grub2-editenv')
+
+
+def _damaged_baseline(env):
+    env.host.write(BASELINE, '# Managed by aemops.os_tuning (thp module).\n# aemops-baseline {"enabled": "always",\n')
+
+
+def _baseline_not_a_dict(env):
+    env.host.write(BASELINE, '# aemops-baseline ["always"]\n')
+
+
+def _malformed_child_header(env):
+    env.host.write(CHILD, '[main]\ninclude=virtual-guest\n# owner: thp\n[vm\ntransparent_hugepages=never\n')
+
+
+def _malformed_child_line(env):
+    env.host.write(CHILD, '[main]\ninclude=virtual-guest\n# owner: thp\n[vm]\ntransparent_hugepages never\n')
+
+
+def _damaged_child_baseline(env):
+    env.host.write(CHILD, '# aemops-baseline {"active_profiles": [\n[main]\ninclude=virtual-guest\n')
+
+
+def _hand_added_vm_section(env):
+    env.host.write(CHILD, '[main]\ninclude=virtual-guest\n[vm]\ntransparent_hugepages=madvise\n')
+
+
+def _tuned_params_conflict(env):
+    env.host.write('/boot/grub2/grubenv', env.host.read('/boot/grub2/grubenv').replace(
+        'tuned_params=\n', 'tuned_params=transparent_hugepage=always\n'))
+
+
+def _no_grub_default(env):
+    os.unlink(env.host.path('/etc/default/grub'))
+
+
+def _no_grub2_mkconfig(env):
+    env.remove_tool('grub2-mkconfig')
+
+
+def _read_only_sysfs(env, monkeypatch):
+    _deny_thp_writes(monkeypatch, 0)
+
+
+def _not_root(env, monkeypatch):
+    _deny_thp_writes(monkeypatch, 1000)
+
+
+BAD_INPUTS = [
+    # (id, host layout, args, setup(env[, monkeypatch]) or None, message fragments)
+    ('enabled-bogus', 'el8', {'enabled': 'bogus'}, None, ['enabled', 'never, madvise, always', 'bogus']),
+    ('state-bogus', 'el8', {'state': 'gone'}, None, ['state', 'present, absent']),
+    ('khugepaged-not-bool', 'el8', {'khugepaged_defrag': 'maybe'}, None, ['khugepaged_defrag', 'maybe']),
+    ('unknown-option', 'el8', {'transparent_hugepage': 'never'}, None, ['transparent_hugepage']),
+    ('defrag-bogus', 'el8', {'defrag': 'sometimes'}, None,
+     ['defrag=sometimes is not offered by this kernel', '%s/defrag offers: %s.' % (THP_DIR, ', '.join(EL8_DEFRAG))]),
+    ('defer-on-rhel7-kernel', 'el8', {'defrag': 'defer'}, _el7_kernel,
+     ['defrag=defer is not offered by this kernel', 'offers: always, madvise, never.']),
+    ('el7-defer-madvise', 'el7', {'defrag': 'defer+madvise'}, None,
+     ['defrag=defer+madvise is not offered by this kernel', 'offers: always, madvise, never.']),
+    ('persist-unknown', 'el8', {'persist': ['tuned', 'grub']}, None,
+     ['persist has unknown entries grub: use tuned, cmdline, or an empty list for runtime only.']),
+    ('no-thp', 'el8', {}, _no_thp, ['this kernel has no Transparent Huge Pages in sysfs', THP_DIR_RHEL6]),
+    ('read-only-sysfs', 'el8', APPLY, _read_only_sysfs,
+     ['cannot set THP inside a container', '%s/' % THP_DIR, 'read-only /sys']),
+    ('not-root', 'el8', APPLY, _not_root, ['permission denied writing %s/' % THP_DIR, 'needs root', 'become: true']),
+    ('el7-unbalanced-grub-default', 'el7', APPLY, _unbalanced_grub,
+     ['cannot plan the kernel command line: /etc/default/grub line 6: unbalanced double quote',
+      'GRUB_CMDLINE_LINUX']),
+    ('el7-no-grub-default', 'el7', APPLY, _no_grub_default,
+     ['cannot plan the kernel command line: /etc/default/grub does not exist']),
+    ('el7-no-grub2-mkconfig', 'el7', APPLY, _no_grub2_mkconfig, ['grub2-mkconfig is not installed', 'grub2-tools']),
+    ('el8-no-grubby', 'el8', APPLY, _no_grubby,
+     ['cannot plan the kernel command line: grubby is not installed', 'yum/dnf install grubby']),
+    ('el8-no-grub2-editenv', 'el8', APPLY, _no_grub2_editenv, ['grub2-editenv is not installed', 'grub2-tools-minimal']),
+    ('el8-tuned-params-conflict', 'el8', APPLY, _tuned_params_conflict,
+     ['the grubenv variable $tuned_params', 'transparent_hugepage=always', 'tuned [bootloader]']),
+    ('damaged-baseline', 'el8', APPLY, _damaged_baseline, ['%s has damaged baseline records (line 2: ' % BASELINE]),
+    ('baseline-not-a-record', 'el8', {'state': 'absent'}, _baseline_not_a_dict, ['%s has damaged baseline records' % BASELINE]),
+    ('child-bad-header', 'el8', APPLY, _malformed_child_header,
+     ['cannot plan the tuned child profile: %s line 4: malformed section header' % CHILD]),
+    ('child-bad-line', 'el8', APPLY, _malformed_child_line,
+     ['cannot plan the tuned child profile: %s line 5: expected key=value' % CHILD]),
+    ('child-damaged-baseline', 'el8', APPLY, _damaged_child_baseline,
+     ['cannot plan the tuned child profile: %s has a damaged baseline record' % CHILD]),
+    ('child-hand-added-vm', 'el8', APPLY, _hand_added_vm_section,
+     ['cannot plan the tuned child profile: tuned section [vm] is wanted by both thp']),
+]
+
+
+def test_hand_added_section_in_the_child_profile_is_named_clearly(el8):
+    _hand_added_vm_section(el8)
+    message = el8.fail(APPLY)['msg']
+    assert CHILD in message
+    assert 'None' not in message
+
+
+@pytest.mark.parametrize('layout, args, setup, fragments', [b[1:] for b in BAD_INPUTS], ids=[b[0] for b in BAD_INPUTS])
+def test_bad_input_fails_and_changes_nothing(env, monkeypatch, layout, args, setup, fragments):
+    getattr(env, layout)()
+    if setup is not None:
+        if setup in (_read_only_sysfs, _not_root):
+            setup(env, monkeypatch)
+        else:
+            setup(env)
+    checksum = tree_checksum(env.root)
+    result = env.fail(args)
+    assert result['failed'] is True
+    for fragment in fragments:
+        assert fragment in result['msg']
+    assert tree_checksum(env.root) == checksum
+    assert env.mutations() == []
+
+
+@pytest.mark.parametrize('setup, fragment', [
+    (_read_only_sysfs, 'cannot set THP inside a container'),
+    (_not_root, 'Use become: true'),
+])
+def test_unwritable_sysfs_also_fails_in_check_mode(el8, monkeypatch, setup, fragment):
+    setup(el8, monkeypatch)
+    assert fragment in el8.fail(APPLY, check=True)['msg']
+
+
+def test_unchanged_values_need_no_write_access(el8, monkeypatch):
+    el8.run(APPLY)
+    _not_root(el8, monkeypatch)
+    assert el8.run(APPLY)['changed'] is False

@@ -1,0 +1,937 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Module-level tests for tuning_facts, through main(), on a fake host.
+
+``ROOT`` points at a fake tree (fakehost.py). ``run_command`` and ``get_bin_path`` are
+replaced by a small in-process fake of the host's tools that answers only the read-only
+questions the module may ask (``lvs``, ``tuned-adm --version``, ``grubby --info=ALL``,
+``grub2-editenv - list``); any other command fails the test. Every run goes through
+:meth:`Env.facts`, which also checks that the module reported ``changed=False`` and left
+every file, directory and link of the tree as it was.
+
+THP sysfs files, os-release, BLS entries and tuned profiles are written here with
+``FakeHost.write`` (the THP helpers of fakehost.py belong to the thp tests).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import hashlib
+import os
+import shutil
+
+import pytest
+
+from ansible.module_utils import basic
+from ansible_collections.aemops.os_tuning.plugins.module_utils import files, thp, tuned, udev_rules
+from ansible_collections.aemops.os_tuning.plugins.modules import tuning_facts
+from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import AnsibleExitJson, set_module_args
+from fakehost import FakeHost, nitro_host
+
+RULES = udev_rules.RULES_FILE
+CHILD = '/etc/tuned/%s/tuned.conf' % tuned.CHILD_PROFILE
+REPO = '/opt/aem/crx-quickstart/repository'
+LV_UUID = 'LVM-' + 'x' * 64
+LV_MATCH = 'ENV{DM_UUID}=="%s"' % LV_UUID
+NVME1_SERIAL = 'vol0123456789abcdef0'
+NVME0_SERIAL = 'vol0rootrootrootroot'
+NVME1_MATCH = 'ATTRS{serial}=="%s"' % NVME1_SERIAL
+THP_DIR = thp.THP_DIRS[0]
+
+THROUGHPUT_PERFORMANCE = ('[main]\nsummary=Broadly applicable tuning for throughput (test fixture)\n\n'
+                          '[cpu]\ngovernor=performance\n\n[disk]\nreadahead=>4096\n\n'
+                          '[vm]\ntransparent_hugepages=always\n')
+VIRTUAL_GUEST = ('[main]\nsummary=Tuning for virtual guests (test fixture)\ninclude=throughput-performance\n\n'
+                 '[sysctl]\nvm.swappiness = 30\n')
+
+TP_4096 = {'instance': 'disk', 'profile': 'throughput-performance', 'setting': '>4096', 'kb': 4096}
+
+OS_RELEASE = {
+    'el7': 'NAME="CentOS Linux"\nVERSION="7 (Core)"\nID="centos"\nID_LIKE="rhel fedora"\nVERSION_ID="7"\n',
+    'el8': ('NAME="Red Hat Enterprise Linux"\nVERSION="8.9 (Ootpa)"\nID="rhel"\nID_LIKE="fedora"\n'
+            'VERSION_ID="8.9"\nPLATFORM_ID="platform:el8"\n'),
+    'debian': ('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="12"\n'
+               'VERSION="12 (bookworm)"\nID=debian\n'),
+}
+
+EL8_KERNEL = '4.18.0-513.5.1.el8_9.x86_64'
+EL8_ARGS = 'root=/dev/nvme0n1p1 ro console=ttyS0,115200n8 crashkernel=auto'
+GRUB_EL8 = ('GRUB_TIMEOUT=1\nGRUB_DEFAULT=saved\nGRUB_DISABLE_SUBMENU=true\n'
+            'GRUB_CMDLINE_LINUX="console=ttyS0,115200n8 crashkernel=auto transparent_hugepage=never"\n'
+            'GRUB_ENABLE_BLSCFG=true\n')
+GRUB_EL7 = ('GRUB_TIMEOUT=5\nGRUB_DEFAULT=saved\nGRUB_TERMINAL_OUTPUT="console"\n'
+            'GRUB_CMDLINE_LINUX="crashkernel=auto rhgb quiet transparent_hugepage=madvise"\n')
+GRUB_CFG_EL7 = ('set default=0\n### BEGIN /etc/grub.d/10_linux ###\n'
+                "menuentry 'CentOS Linux' {\n\tlinux16 /vmlinuz-3.10.0-1160.el7.x86_64 root=/dev/xvda1 ro "
+                'crashkernel=auto rhgb quiet transparent_hugepage=madvise\n}\n### END /etc/grub.d/10_linux ###\n')
+
+
+# ---------------------------------------------------------------------------------------------
+# The fake host and its tools
+
+class FakeTools(object):
+    """Read-only answers of the host's tools; anything that could change the host fails the test."""
+
+    BIN = {'lvs': '/usr/sbin/lvs', 'tuned-adm': '/usr/sbin/tuned-adm', 'grubby': '/usr/sbin/grubby',
+           'grub2-editenv': '/usr/bin/grub2-editenv', 'grub2-mkconfig': '/usr/sbin/grub2-mkconfig',
+           'update-grub': '/usr/sbin/update-grub'}
+
+    def __init__(self, host):
+        self.host = host
+        self.calls = []
+        self.installed = set(['lvs', 'tuned-adm'])
+        self.lvm = {'vg_aem/lv_repo': 'auto'}
+        self.lvs_rc = 0
+        self.tuned_version = ('tuned-adm 2.21.0\n', '')
+        self.tuned_version_rc = 0
+        self.grubenv = {}
+        self.grubby_rc = 0
+
+    def get_bin_path(self, module, arg, required=False, opt_dirs=None):
+        if arg not in self.installed:
+            if required:
+                module.fail_json(msg='Failed to find required executable "%s"' % arg)
+            return None
+        return self.BIN[arg]
+
+    def run_command(self, module, args, check_rc=False, **kwargs):
+        args = list(args)
+        self.calls.append(args)
+        rc, out, err = self._dispatch(args)
+        if check_rc and rc != 0:
+            module.fail_json(msg='command failed: %s' % ' '.join(args), rc=rc, stdout=out, stderr=err)
+        return rc, out, err
+
+    def _dispatch(self, args):
+        tool = os.path.basename(args[0])
+        if tool == 'lvs':
+            assert args[1:-1] == ['--noheadings', '--nosuffix', '--units', 's', '-o', 'lv_read_ahead']
+            if self.lvs_rc:
+                return self.lvs_rc, '', ('  WARNING: Running as a non-root user. Functionality may be unavailable.\n'
+                                         '  /run/lock/lvm/P_global:aux: open failed: Permission denied\n')
+            return 0, '  %s\n' % self.lvm[args[-1]], ''
+        if tool == 'tuned-adm' and args[1:] == ['--version']:
+            out, err = self.tuned_version
+            return self.tuned_version_rc, out, err
+        if tool == 'grubby' and args[1:] == ['--info=ALL']:
+            return self.grubby_rc, self._grubby_info(), '' if not self.grubby_rc else 'grubby: Permission denied\n'
+        if tool == 'grub2-editenv' and args[1:] == ['-', 'list']:
+            return 0, ''.join('%s=%s\n' % kv for kv in sorted(self.grubenv.items())), ''
+        raise AssertionError('tuning_facts ran a command it must not run: %r' % (args,))
+
+    def _grubby_info(self):
+        """``grubby --info=ALL`` from the BLS entries of the fake tree, newest first."""
+        lines = []
+        directory = self.host.path('/boot/loader/entries')
+        names = sorted(os.listdir(directory), reverse=True) if os.path.isdir(directory) else []
+        for index, name in enumerate(names):
+            entry = dict(line.split(' ', 1) for line in self.host.read('/boot/loader/entries/' + name).splitlines()
+                         if ' ' in line)
+            words = entry.get('options', '').split()
+            lines += ['index=%d' % index, 'kernel="/boot%s"' % entry['linux'],
+                      'args="%s"' % ' '.join(w for w in words if not w.startswith('root=')),
+                      'root="%s"' % ''.join(w[5:] for w in words if w.startswith('root=')),
+                      'initrd="/boot%s $tuned_initrd"' % entry.get('initrd', ''), 'title="%s"' % entry['title']]
+        return ''.join(line + '\n' for line in lines)
+
+    def ran(self, tool):
+        return [c for c in self.calls if os.path.basename(c[0]) == tool]
+
+
+def tree_checksum(root):
+    """Content, mode and link target of everything under ``root``."""
+    result = {}
+    for directory, dirs, names in os.walk(root):
+        for name in sorted(dirs + names):
+            full = os.path.join(directory, name)
+            rel = os.path.relpath(full, root)
+            if os.path.islink(full):
+                result[rel] = ('link', os.readlink(full))
+            elif os.path.isdir(full):
+                result[rel] = ('dir', oct(os.stat(full).st_mode))
+            else:
+                with open(full, 'rb') as f:
+                    result[rel] = ('file', oct(os.stat(full).st_mode), hashlib.sha1(f.read()).hexdigest())
+    return result
+
+
+class Env(object):
+    def __init__(self, host, tools):
+        self.host = host
+        self.tools = tools
+        self.result = None
+
+    @property
+    def root(self):
+        return self.host.root
+
+    def facts(self, paths=None, check=False):
+        """Run the module; return ``ansible_facts.os_tuning`` after checking it changed nothing."""
+        args = {}
+        if paths is not None:
+            args['paths'] = paths
+        if check:
+            args['_ansible_check_mode'] = True
+        before = tree_checksum(self.root)
+        with set_module_args(args):
+            with pytest.raises(AnsibleExitJson) as info:
+                tuning_facts.main()
+        self.result = info.value.result
+        assert self.result['changed'] is False
+        assert 'failed' not in self.result
+        assert tree_checksum(self.root) == before
+        return self.result['ansible_facts']['os_tuning']
+
+    # -- host builders ---------------------------------------------------------------------
+    def with_tuned(self, active='virtual-guest', running=True, version='2.21.0', mode='auto'):
+        self.host.write('/usr/lib/tuned/throughput-performance/tuned.conf', THROUGHPUT_PERFORMANCE)
+        self.host.write('/usr/lib/tuned/virtual-guest/tuned.conf', VIRTUAL_GUEST)
+        self.host.write(tuned.ACTIVE_PROFILE_FILE, active + '\n')
+        self.host.write(tuned.PROFILE_MODE_FILE, mode + '\n')
+        self.tools.tuned_version = ('tuned-adm %s\n' % version, '')
+        if running:
+            self.host.write(tuning_facts.TUNED_PID_FILE, '812\n')
+            self.host.mkdir('/proc/812')
+        return self
+
+    def with_thp(self, enabled='always madvise never', defrag='always defer defer+madvise madvise never',
+                 active=('always', 'madvise'), khugepaged='1'):
+        def mark(offered, value):
+            return ' '.join('[%s]' % w if w == value else w for w in offered.split()) + '\n'
+        self.host.write(THP_DIR + '/enabled', mark(enabled, active[0]))
+        self.host.write(THP_DIR + '/defrag', mark(defrag, active[1]))
+        if khugepaged is not None:
+            self.host.write(THP_DIR + '/khugepaged/defrag', khugepaged + '\n')
+        return self
+
+    def with_os(self, release):
+        self.host.write('/etc/os-release', OS_RELEASE[release])
+        return self
+
+    def with_el8_bls(self, cmdline_value='never'):
+        """RHEL 8 with BLS entries, grubby and the grubenv kernelopts, ``transparent_hugepage`` persisted."""
+        self.with_os('el8')
+        args = EL8_ARGS + (' transparent_hugepage=%s' % cmdline_value if cmdline_value else '')
+        self.host.write('/boot/loader/entries/%s-%s.conf' % ('0' * 32, EL8_KERNEL),
+                        'title Red Hat Enterprise Linux (%s) 8.9 (Ootpa)\nversion %s\nlinux /vmlinuz-%s\n'
+                        'initrd /initramfs-%s.img\noptions %s\nid rhel-%s\ngrub_users $grub_users\n'
+                        'grub_arg --unrestricted\ngrub_class kernel\n'
+                        % (EL8_KERNEL, EL8_KERNEL, EL8_KERNEL, EL8_KERNEL, args, EL8_KERNEL))
+        self.host.write('/boot/grub2/grub.cfg', '# stub\nblscfg\n')
+        self.host.write('/etc/default/grub', GRUB_EL8)
+        self.tools.installed.update(['grubby', 'grub2-editenv', 'grub2-mkconfig'])
+        self.tools.grubenv = {'saved_entry': '%s-%s' % ('0' * 32, EL8_KERNEL), 'kernelopts': args,
+                              'boot_success': '1'}
+        return self
+
+    def with_el7_bios(self):
+        self.with_os('el7')
+        self.host.write('/etc/default/grub', GRUB_EL7)
+        self.host.write('/boot/grub2/grub.cfg', GRUB_CFG_EL7)
+        self.tools.installed.update(['grub2-mkconfig', 'grub2-editenv'])
+        return self
+
+    def with_rules(self, rules=None, baselines=None):
+        if rules is None:
+            rules = {LV_MATCH: 32}
+        if baselines is None:
+            baselines = {LV_MATCH: {'match': LV_MATCH, 'device': 'dm-0', 'read_ahead_kb': 4096,
+                                    'lvm_read_ahead': 'auto'}}
+        self.host.write(RULES, udev_rules.render(rules, baselines))
+        return self
+
+    def with_child_profile(self, thp_enabled='never'):
+        """The collection's child profile on top of virtual-guest, as read_ahead and thp write it."""
+        parents = tuned.active_profiles(self.root)
+        sections = tuned.disk_sections(self.root, parents, {32: [('DM_UUID', LV_UUID)]})
+        if thp_enabled:
+            sections.append(('thp', 'vm', [('transparent_hugepages', thp_enabled)]))
+        baseline = {'active_profiles': parents, 'profile_mode': tuned.profile_mode(self.root)}
+        self.host.write(CHILD, tuned.render_child(baseline, parents, sections))
+        self.host.write(tuned.ACTIVE_PROFILE_FILE, tuned.CHILD_PROFILE + '\n')
+        self.host.write(tuned.PROFILE_MODE_FILE, 'manual\n')
+        return self
+
+    def with_thp_baseline(self, record=None):
+        record = record or {'enabled': 'always', 'defrag': 'madvise', 'khugepaged/defrag': '1',
+                            'cmdline_managed': False, 'cmdline': None}
+        lines = files.managed_header('thp module', 'THP values found before the first change.')
+        lines.append(files.baseline_line(record))
+        self.host.write(thp.BASELINE_FILE, '\n'.join(lines) + '\n')
+        return record
+
+    def remove(self, target):
+        full = self.host.path(target)
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full)
+        else:
+            os.unlink(full)
+
+
+@pytest.fixture
+def env(tmpdir, monkeypatch, module_exit):
+    host = nitro_host(tmpdir)
+    tools = FakeTools(host)
+    environment = Env(host, tools)
+    monkeypatch.setattr(tuning_facts, 'ROOT', host.root)
+    monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path',
+                        lambda module, arg, required=False, opt_dirs=None: tools.get_bin_path(module, arg, required))
+    monkeypatch.setattr(basic.AnsibleModule, 'run_command',
+                        lambda module, args, check_rc=False, **kw: tools.run_command(module, args, check_rc, **kw))
+    return environment
+
+
+@pytest.fixture
+def nitro(env):
+    """The Nitro host of the brief: tuned virtual-guest -> throughput-performance running, THP always."""
+    env.with_tuned('virtual-guest', running=True)
+    env.with_thp()
+    env.host.write('/proc/cmdline', 'BOOT_IMAGE=(hd0,gpt1)/boot/vmlinuz-%s root=UUID=0f1e ro console=ttyS0 '
+                                    'transparent_hugepage=never\n' % EL8_KERNEL)
+    return env
+
+
+def deny_reading(monkeypatch, host, *targets):
+    """Reading these target paths fails with EACCES, as for an unprivileged user (the tests run as root)."""
+    denied = set(host.path(t) for t in targets)
+    real_open = open
+
+    def fake_open(path, *args, **kwargs):
+        if str(path) in denied:
+            raise IOError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_open(path, *args, **kwargs)
+    monkeypatch.setattr(files, 'open', fake_open, raising=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# The Nitro host: block devices, mounts, paths
+
+def test_block_devices_of_the_nitro_host(nitro):
+    devices = nitro.facts()['block_devices']
+    assert sorted(devices) == ['dm-0', 'nvme0n1', 'nvme1n1']
+    assert devices['nvme1n1'] == {
+        'name': 'nvme1n1', 'path': '/dev/nvme1n1', 'type': 'nvme', 'majmin': '259:2', 'read_ahead_kb': 4096,
+        'mount_points': [], 'holders': ['dm-0'], 'slaves': [], 'model': 'Amazon Elastic Block Store',
+        'stable_id': {'key': 'ATTRS{serial}', 'value': NVME1_SERIAL, 'serial': NVME1_SERIAL}, 'rule': None,
+    }
+    assert devices['nvme0n1']['stable_id'] == {'key': 'ATTRS{serial}', 'value': NVME0_SERIAL, 'serial': NVME0_SERIAL}
+    assert devices['nvme0n1']['mount_points'] == ['/']
+    assert (devices['nvme0n1']['holders'], devices['nvme0n1']['slaves']) == ([], [])
+    assert devices['dm-0'] == {
+        'name': 'dm-0', 'path': '/dev/mapper/vg_aem-lv_repo', 'type': 'lvm', 'majmin': '253:0', 'read_ahead_kb': 4096,
+        'mount_points': ['/opt/aem'], 'holders': [], 'slaves': ['nvme1n1'],
+        'stable_id': {'key': 'ENV{DM_UUID}', 'value': LV_UUID, 'serial': None},
+        'dm_name': 'vg_aem-lv_repo', 'dm_uuid': LV_UUID,
+        'lvm': {'vg': 'vg_aem', 'lv': 'lv_repo', 'read_ahead': 'auto'}, 'rule': None,
+    }
+
+
+def test_partitions_are_not_listed_as_devices(nitro):
+    assert 'nvme0n1p1' not in nitro.facts()['block_devices']
+
+
+def test_read_ahead_is_the_current_sysfs_value(nitro):
+    nitro.host.write(nitro.host._devdir('nvme1n1') + '/queue/read_ahead_kb', '128\n')
+    devices = nitro.facts()['block_devices']
+    assert devices['nvme1n1']['read_ahead_kb'] == 128
+    assert devices['dm-0']['read_ahead_kb'] == 4096
+
+
+def test_mounts_name_their_governing_device(nitro):
+    mounts = nitro.facts()['mounts']
+    assert mounts == {
+        '/': {'source': '/dev/nvme0n1p1', 'fstype': 'xfs', 'device': 'nvme0n1p1', 'governing_device': 'nvme0n1',
+              'read_ahead_kb': 4096},
+        '/opt/aem': {'source': '/dev/mapper/vg_aem-lv_repo', 'fstype': 'xfs', 'device': 'dm-0',
+                     'governing_device': 'dm-0', 'read_ahead_kb': 4096},
+    }
+    assert mounts['/opt/aem']['governing_device'] == 'dm-0'
+
+
+def test_paths_resolve_to_the_governing_device(nitro):
+    nitro.host.mkdir('/etc')
+    paths = nitro.facts(paths=[REPO, '/etc', '/tmp', '/opt/aem/nope'])['paths']
+    assert paths[REPO] == {'device': 'dm-0', 'mount': '/opt/aem', 'fstype': 'xfs', 'type': 'lvm',
+                           'read_ahead_kb': 4096}
+    assert paths['/etc'] == {'device': 'nvme0n1', 'mount': '/', 'fstype': 'xfs', 'type': 'nvme',
+                             'read_ahead_kb': 4096}
+    assert list(paths['/tmp']) == ['error']
+    assert '/tmp is on tmpfs' in paths['/tmp']['error']
+    assert 'no block device' in paths['/tmp']['error']
+    assert list(paths['/opt/aem/nope']) == ['error']
+    assert 'does not exist' in paths['/opt/aem/nope']['error']
+
+
+def test_paths_through_a_symlink(nitro):
+    nitro.host.symlink('/srv/aem', '../opt/aem/crx-quickstart')
+    paths = nitro.facts(paths=['/srv/aem/repository'])['paths']
+    assert paths['/srv/aem/repository']['device'] == 'dm-0'
+    assert paths['/srv/aem/repository']['mount'] == '/opt/aem'
+
+
+def test_no_paths_gives_an_empty_dict(nitro):
+    assert nitro.facts()['paths'] == {}
+
+
+# ---------------------------------------------------------------------------------------------
+# LVM read-ahead from lvs
+
+def test_lvm_read_ahead_auto_from_lvs(nitro):
+    facts = nitro.facts()
+    assert facts['block_devices']['dm-0']['lvm']['read_ahead'] == 'auto'
+    assert nitro.tools.ran('lvs') == [['/usr/sbin/lvs', '--noheadings', '--nosuffix', '--units', 's', '-o',
+                                       'lv_read_ahead', 'vg_aem/lv_repo']]
+
+
+def test_lvm_read_ahead_in_sectors(nitro):
+    nitro.tools.lvm['vg_aem/lv_repo'] = '8192.00'
+    assert nitro.facts()['block_devices']['dm-0']['lvm']['read_ahead'] == 8192
+
+
+def test_lvm_read_ahead_absent_when_lvs_fails(nitro):
+    nitro.tools.lvs_rc = 5  # unprivileged
+    lvm = nitro.facts()['block_devices']['dm-0']['lvm']
+    assert lvm == {'vg': 'vg_aem', 'lv': 'lv_repo'}
+
+
+def test_lvm_read_ahead_absent_without_lvs(nitro):
+    nitro.tools.installed.discard('lvs')
+    assert nitro.facts()['block_devices']['dm-0']['lvm'] == {'vg': 'vg_aem', 'lv': 'lv_repo'}
+    assert nitro.tools.ran('lvs') == []
+
+
+def test_lvm_read_ahead_none_when_lvs_output_is_unparsable(nitro):
+    nitro.tools.lvm['vg_aem/lv_repo'] = 'garbage'
+    assert nitro.facts()['block_devices']['dm-0']['lvm']['read_ahead'] is None
+
+
+# ---------------------------------------------------------------------------------------------
+# tuned
+
+def test_tuned_facts_of_the_nitro_host(nitro):
+    facts = nitro.facts()
+    assert facts['tuned'] == {
+        'installed': True, 'running': True, 'version': '2.21.0', 'active_profiles': ['virtual-guest'],
+        'profile_mode': 'auto', 'child_profile': CHILD, 'error': None,
+        'include_chain': ['throughput-performance', 'virtual-guest'],
+        'read_ahead': {'dm-0': TP_4096, 'nvme0n1': TP_4096, 'nvme1n1': TP_4096},
+        'thp': {'enabled': 'always', 'profile': 'throughput-performance', 'defrag': None},
+    }
+    assert facts['os']['tuned_version'] == '2.21.0'
+    assert nitro.tools.ran('tuned-adm') == [['/usr/sbin/tuned-adm', '--version']]
+
+
+def test_tuned_version_printed_on_stderr(nitro):
+    nitro.tools.tuned_version = ('', 'tuned-adm 2.10.0\n')  # argparse on Python 2 (RHEL 7)
+    assert nitro.facts()['tuned']['version'] == '2.10.0'
+
+
+def test_tuned_before_2_18_leaves_nvme_out(nitro):
+    nitro.with_tuned('virtual-guest', running=True, version='2.11.0')
+    tuned_facts = nitro.facts()['tuned']
+    assert tuned_facts['version'] == '2.11.0'
+    assert tuned_facts['read_ahead'] == {'dm-0': TP_4096}
+
+
+def test_tuned_2_18_covers_nvme(nitro):
+    nitro.with_tuned('virtual-guest', running=True, version='2.18.0')
+    assert sorted(nitro.facts()['tuned']['read_ahead']) == ['dm-0', 'nvme0n1', 'nvme1n1']
+
+
+def test_tuned_version_unknown_when_tuned_adm_fails(nitro):
+    nitro.tools.tuned_version_rc = 1
+    tuned_facts = nitro.facts()['tuned']
+    assert tuned_facts['version'] is None
+    assert tuned_facts['installed'] is True
+    # Without a version NVMe is assumed covered (current tuned).
+    assert sorted(tuned_facts['read_ahead']) == ['dm-0', 'nvme0n1', 'nvme1n1']
+
+
+def test_tuned_not_running_without_pid_file(env):
+    env.with_tuned(running=False)
+    facts = env.facts()['tuned']
+    assert facts['installed'] is True
+    assert facts['running'] is False
+    assert facts['read_ahead']['dm-0'] == TP_4096
+
+
+def test_tuned_not_running_with_a_stale_pid_file(env):
+    env.with_tuned(running=False)
+    env.host.write(tuning_facts.TUNED_PID_FILE, '4242\n')
+    assert env.facts()['tuned']['running'] is False
+
+
+def test_tuned_installed_without_tuned_adm_on_path(env):
+    env.with_tuned(running=False)
+    env.tools.installed.discard('tuned-adm')
+    facts = env.facts()['tuned']
+    assert facts['installed'] is True  # /usr/lib/tuned exists
+    assert facts['version'] is None
+    assert env.tools.ran('tuned-adm') == []
+
+
+def test_tuned_instance_with_its_own_device_selection(env):
+    env.with_tuned('aem')
+    env.host.write('/etc/tuned/aem/tuned.conf', '\n'.join([
+        '[main]', 'include=virtual-guest',
+        '[repo_disk]', 'type=disk', 'devices=dm-*', 'priority=-5', 'readahead=8192 s',
+    ]) + '\n')
+    facts = env.facts()['tuned']
+    assert facts['include_chain'] == ['throughput-performance', 'virtual-guest', 'aem']
+    assert facts['read_ahead']['dm-0'] == {'instance': 'repo_disk', 'profile': 'aem', 'setting': '8192 s',
+                                           'kb': 4096}
+    assert facts['read_ahead']['nvme1n1'] == TP_4096
+
+
+def test_tuned_disk_instance_without_readahead_is_not_reported(env):
+    env.with_tuned('aem')
+    env.host.write('/etc/tuned/aem/tuned.conf', '[main]\ninclude=virtual-guest\n'
+                                                '[other]\ntype=disk\ndevices=nvme1n1\npriority=-5\nelevator=none\n')
+    assert sorted(env.facts()['tuned']['read_ahead']) == ['dm-0', 'nvme0n1']
+
+
+def test_tuned_profile_missing_is_an_error_fact(env):
+    env.with_tuned('does-not-exist')
+    facts = env.facts()['tuned']
+    assert facts['active_profiles'] == ['does-not-exist']
+    assert 'tuned profile does-not-exist was not found' in facts['error']
+    assert facts['read_ahead'] == {}
+    assert facts['thp'] is None
+
+
+def test_tuned_profile_that_includes_itself_is_an_error_fact(env):
+    env.with_tuned('loop')
+    env.host.write('/etc/tuned/loop/tuned.conf', '[main]\ninclude=loop\n')
+    assert 'includes itself' in env.facts()['tuned']['error']
+
+
+def test_tuned_malformed_profile_is_an_error_fact(env):
+    env.with_tuned('bad')
+    env.host.write('/etc/tuned/bad/tuned.conf', '[main\ninclude=virtual-guest\n')
+    assert 'malformed section header' in env.facts()['tuned']['error']
+
+
+def test_tuned_readahead_from_a_variable_does_not_crash(env):
+    env.with_tuned('aem')
+    env.host.write('/etc/tuned/aem/tuned.conf', '[main]\ninclude=virtual-guest\n'
+                                                '[variables]\nrepo_ra=8192\n'
+                                                '[repo_disk]\ntype=disk\ndevices=dm-*\npriority=-5\n'
+                                                'readahead=${repo_ra}\n')
+    facts = env.facts()['tuned']
+    assert facts['read_ahead']['nvme1n1'] == TP_4096
+
+
+def test_tuned_thp_from_the_child_profile(env):
+    env.with_tuned('virtual-guest')
+    env.with_child_profile(thp_enabled='never')
+    facts = env.facts()['tuned']
+    assert facts['active_profiles'] == [tuned.CHILD_PROFILE]
+    assert facts['profile_mode'] == 'manual'
+    assert facts['include_chain'] == ['throughput-performance', 'virtual-guest', tuned.CHILD_PROFILE]
+    assert facts['thp'] == {'enabled': 'never', 'profile': tuned.CHILD_PROFILE, 'defrag': None}
+    assert facts['read_ahead']['dm-0'] == {'instance': 'aemops_read_ahead_32', 'profile': tuned.CHILD_PROFILE,
+                                           'setting': '32', 'kb': 32}
+    assert facts['read_ahead']['nvme1n1']['instance'] == 'disk'
+    assert facts['read_ahead']['nvme1n1']['setting'] == '>4096'
+
+
+def test_tuned_read_ahead_names_the_profile_that_sets_it_under_the_child(env):
+    env.with_tuned('virtual-guest')
+    env.with_child_profile(thp_enabled=None)
+    assert env.facts()['tuned']['read_ahead']['nvme1n1'] == TP_4096
+
+
+def test_tuned_thp_with_defrag(env):
+    env.with_tuned('aem')
+    env.host.write('/etc/tuned/aem/tuned.conf', '[main]\ninclude=virtual-guest\n'
+                                                '[vm]\ntransparent_hugepages=madvise\n'
+                                                'transparent_hugepage.defrag=defer+madvise\n')
+    assert env.facts()['tuned']['thp'] == {'enabled': 'madvise', 'profile': 'aem', 'defrag': 'defer+madvise'}
+
+
+def test_tuned_thp_singular_alias(env):
+    env.with_tuned('aem')
+    env.host.write('/etc/tuned/aem/tuned.conf', '[main]\nsummary=no includes\n[vm]\ntransparent_hugepage=never\n')
+    assert env.facts()['tuned']['thp'] == {'enabled': 'never', 'profile': 'aem', 'defrag': None}
+
+
+def test_no_tuned_at_all(env):
+    env.tools.installed.discard('tuned-adm')
+    facts = env.facts()
+    assert facts['tuned'] == {
+        'installed': False, 'running': False, 'version': None, 'active_profiles': [], 'profile_mode': None,
+        'child_profile': CHILD, 'read_ahead': {}, 'thp': None, 'error': None,
+    }
+    assert facts['os']['tuned_version'] is None
+    assert 'tuned_child_profile' not in facts['managed_files']
+    assert env.tools.calls == [c for c in env.tools.calls if os.path.basename(c[0]) == 'lvs']
+
+
+def test_tuned_installed_but_no_active_profile(env):
+    env.host.write('/usr/lib/tuned/throughput-performance/tuned.conf', THROUGHPUT_PERFORMANCE)
+    env.host.write(tuned.ACTIVE_PROFILE_FILE, '\n')
+    facts = env.facts()['tuned']
+    assert facts['installed'] is True
+    assert facts['active_profiles'] == []
+    assert facts['read_ahead'] == {}
+    assert facts['error'] is None
+
+
+# ---------------------------------------------------------------------------------------------
+# THP
+
+def test_thp_runtime_and_running_cmdline(nitro):
+    facts = nitro.facts()['thp']
+    assert facts == {
+        'runtime': {
+            'enabled': {'value': 'always', 'offered': ['always', 'madvise', 'never']},
+            'defrag': {'value': 'madvise', 'offered': ['always', 'defer', 'defer+madvise', 'madvise', 'never']},
+            'khugepaged_defrag': {'value': '1', 'offered': []},
+        },
+        'running_cmdline': 'never',
+        'configured_cmdline': None,  # no os-release: the boot loader is not managed here
+        'error': None,
+    }
+
+
+def test_thp_el7_kernel_without_khugepaged_defrag(env):
+    env.with_thp(defrag='always madvise never', active=('never', 'never'), khugepaged=None)
+    runtime = env.facts()['thp']['runtime']
+    assert runtime == {'enabled': {'value': 'never', 'offered': ['always', 'madvise', 'never']},
+                       'defrag': {'value': 'never', 'offered': ['always', 'madvise', 'never']}}
+
+
+def test_thp_rhel6_directory(env):
+    env.host.write('/sys/kernel/mm/redhat_transparent_hugepage/enabled', '[always] madvise never\n')
+    env.host.write('/sys/kernel/mm/redhat_transparent_hugepage/khugepaged/defrag', '[yes] no\n')
+    runtime = env.facts()['thp']['runtime']
+    assert runtime == {'enabled': {'value': 'always', 'offered': ['always', 'madvise', 'never']},
+                       'khugepaged_defrag': {'value': 'yes', 'offered': ['yes', 'no']}}
+
+
+def test_no_thp_directory(env):
+    facts = env.facts()['thp']
+    assert facts['runtime'] is None
+    assert 'no Transparent Huge Pages' in facts['error']
+    assert facts['running_cmdline'] is None  # and no /proc/cmdline either
+
+
+def test_thp_running_cmdline_last_occurrence_wins(nitro):
+    nitro.host.write('/proc/cmdline', 'ro transparent_hugepage=always quiet transparent-hugepage=madvise\n')
+    assert nitro.facts()['thp']['running_cmdline'] == 'madvise'
+
+
+# ---------------------------------------------------------------------------------------------
+# Managed files
+
+def test_no_managed_files(nitro):
+    assert nitro.facts()['managed_files'] == {}
+
+
+def test_managed_rules_file_with_rules_and_baselines(nitro):
+    nitro.with_rules()
+    facts = nitro.facts()
+    assert facts['managed_files'] == {'read_ahead_rules': {
+        'path': RULES, 'rules': {LV_MATCH: 32},
+        'baselines': [{'match': LV_MATCH, 'device': 'dm-0', 'read_ahead_kb': 4096, 'lvm_read_ahead': 'auto'}],
+    }}
+    assert facts['block_devices']['dm-0']['rule'] == 32
+    assert facts['block_devices']['nvme1n1']['rule'] is None
+    assert facts['conflicts'] == []  # our own file is no competitor
+
+
+def test_managed_rules_file_for_an_nvme_by_serial(nitro):
+    baseline = {'match': NVME1_MATCH, 'device': 'nvme1n1', 'read_ahead_kb': 4096}
+    nitro.with_rules({NVME1_MATCH: 256}, {NVME1_MATCH: baseline})
+    devices = nitro.facts()['block_devices']
+    assert devices['nvme1n1']['rule'] == 256
+    assert devices['dm-0']['rule'] is None
+
+
+def test_damaged_rules_file_is_an_error_not_a_failure(nitro):
+    nitro.host.write(RULES, udev_rules.render({LV_MATCH: 32}, {}) + 'KERNEL=="sdb", ATTR{queue/read_ahead_kb}="512"\n')
+    facts = nitro.facts()
+    entry = facts['managed_files']['read_ahead_rules']
+    assert sorted(entry) == ['error', 'path']
+    assert entry['path'] == RULES
+    assert 'was not written by aemops.os_tuning' in entry['error']
+    assert facts['block_devices']['dm-0']['rule'] is None
+
+
+def test_damaged_rules_baseline_is_an_error_not_a_failure(nitro):
+    nitro.host.write(RULES, udev_rules.render({}, {LV_MATCH: {'match': LV_MATCH}}).replace('}', ''))
+    entry = nitro.facts()['managed_files']['read_ahead_rules']
+    assert 'damaged baseline records' in entry['error']
+
+
+def test_managed_tuned_child_profile(nitro):
+    nitro.with_child_profile(thp_enabled='never')
+    child = nitro.facts()['managed_files']['tuned_child_profile']
+    assert child == {
+        'path': CHILD,
+        'baseline': {'active_profiles': ['virtual-guest'], 'profile_mode': 'auto'},
+        'parents': ['virtual-guest'],
+        'sections': [{'owner': 'read_ahead', 'name': 'disk'},
+                     {'owner': 'read_ahead', 'name': 'aemops_read_ahead_32'},
+                     {'owner': 'thp', 'name': 'vm'}],
+    }
+
+
+def test_damaged_tuned_child_profile_is_an_error_not_a_failure(nitro):
+    nitro.with_child_profile()
+    text = nitro.host.read(CHILD).replace('"profile_mode"', 'profile_mode')
+    nitro.host.write(CHILD, text)
+    facts = nitro.facts()
+    assert list(facts['managed_files']['tuned_child_profile']) == ['error']
+    assert 'damaged baseline record' in facts['managed_files']['tuned_child_profile']['error']
+
+
+def test_managed_thp_baseline(nitro):
+    record = nitro.with_thp_baseline()
+    assert nitro.facts()['managed_files'] == {'thp_baseline': {
+        'path': thp.BASELINE_FILE, 'baseline': record, 'errors': []}}
+
+
+def test_damaged_thp_baseline_is_reported(nitro):
+    nitro.host.write(thp.BASELINE_FILE, '# aemops-baseline {"enabled": "always"\n')
+    entry = nitro.facts()['managed_files']['thp_baseline']
+    assert entry['baseline'] is None
+    assert entry['errors'] == ['line 1: # aemops-baseline {"enabled": "always"']
+
+
+def test_all_managed_files_together(nitro):
+    nitro.with_rules()
+    nitro.with_child_profile()
+    nitro.with_thp_baseline()
+    assert sorted(nitro.facts()['managed_files']) == ['read_ahead_rules', 'thp_baseline', 'tuned_child_profile']
+
+
+# ---------------------------------------------------------------------------------------------
+# Conflicts
+
+def test_competing_udev_rule_and_rc_local(nitro):
+    nitro.with_rules()  # ours: not a conflict
+    nitro.host.write('/etc/udev/rules.d/60-custom.rules',
+                     '# ATTR{queue/read_ahead_kb}="1" in a comment\n'
+                     'ACTION=="add", KERNEL=="nvme*", ATTR{queue/read_ahead_kb}="4096"\n')
+    nitro.host.write('/usr/lib/udev/rules.d/60-custom.rules', 'ATTR{queue/read_ahead_kb}="8"\n')  # masked
+    nitro.host.write('/etc/rc.d/rc.local', '#!/bin/sh\n# blockdev --setra 1 /dev/sda\n'
+                                           'blockdev --setra 8192 /dev/nvme1n1\n')
+    nitro.host.symlink('/etc/rc.local', 'rc.d/rc.local')
+    assert nitro.facts()['conflicts'] == [
+        {'source': 'udev rule', 'file': '/etc/udev/rules.d/60-custom.rules', 'line': 2,
+         'text': 'ACTION=="add", KERNEL=="nvme*", ATTR{queue/read_ahead_kb}="4096"'},
+        {'source': 'rc.local', 'file': '/etc/rc.d/rc.local', 'line': 3,
+         'text': 'blockdev --setra 8192 /dev/nvme1n1'},
+    ]
+
+
+def test_no_conflicts(nitro):
+    assert nitro.facts()['conflicts'] == []
+
+
+# ---------------------------------------------------------------------------------------------
+# OS and boot facts
+
+def test_os_rhel8_with_bls(nitro):
+    nitro.with_el8_bls('never')
+    facts = nitro.facts()
+    os_facts = facts['os']
+    reason = os_facts.pop('boot_reason')
+    assert os_facts == {'id': 'rhel', 'version_id': '8.9', 'major': 8, 'family': 'el8', 'efi': False, 'bls': True,
+                        'boot_method': 'grubby', 'grubby': True, 'tuned_version': '2.21.0'}
+    assert 'BLS entries' in reason and 'grubby' in reason
+    assert facts['thp']['configured_cmdline'] == {
+        '/etc/default/grub': 'never', 'grubby:/boot/vmlinuz-%s' % EL8_KERNEL: 'never', 'kernelopts': 'never'}
+    assert facts['thp']['running_cmdline'] == 'never'
+    assert facts['thp']['error'] is None
+    assert nitro.tools.ran('grubby') == [['/usr/sbin/grubby', '--info=ALL']]
+
+
+def test_os_rhel8_efi(nitro):
+    nitro.with_el8_bls()
+    nitro.host.mkdir('/sys/firmware/efi')
+    os_facts = nitro.facts()['os']
+    assert (os_facts['efi'], os_facts['bls'], os_facts['boot_method']) == (True, True, 'grubby')
+
+
+def test_os_rhel8_without_grubby_is_an_error_fact(nitro):
+    nitro.with_el8_bls()
+    nitro.tools.installed.discard('grubby')
+    facts = nitro.facts()
+    assert facts['os']['grubby'] is False
+    assert facts['os']['boot_method'] == 'grubby'
+    assert 'grubby is not installed' in facts['os']['boot_reason']
+    assert facts['thp']['configured_cmdline'] is None
+    assert 'grubby is not installed' in facts['thp']['error']
+    assert facts['thp']['runtime']['enabled']['value'] == 'always'
+
+
+def test_os_rhel8_grubby_failing_unprivileged_is_an_error_fact(nitro):
+    nitro.with_el8_bls()
+    nitro.tools.grubby_rc = 1
+    facts = nitro.facts()
+    assert 'grubby --info=ALL failed' in facts['thp']['error']
+    assert facts['thp']['configured_cmdline'] is None
+
+
+def test_os_rhel7_bios(nitro):
+    nitro.with_el7_bios()
+    facts = nitro.facts()
+    assert (facts['os']['family'], facts['os']['bls'], facts['os']['boot_method']) == ('el7', False, 'grub2-mkconfig')
+    assert facts['thp']['configured_cmdline'] == {'/etc/default/grub': 'madvise', '/boot/grub2/grub.cfg': 'madvise'}
+
+
+def test_os_debian_without_grub(nitro):
+    nitro.with_os('debian')
+    facts = nitro.facts()
+    assert facts['os'] == {
+        'id': 'debian', 'version_id': '12', 'major': 12, 'family': 'debian', 'efi': False, 'bls': False,
+        'boot_method': 'none', 'boot_reason': 'the boot loader is not managed here: no /boot/grub/grub.cfg '
+                                              '(direct kernel boot?)',
+        'grubby': False, 'tuned_version': '2.21.0'}
+    assert facts['thp']['configured_cmdline'] is None
+    assert facts['thp']['error'] is None
+
+
+def test_os_without_os_release(nitro):
+    os_facts = nitro.facts()['os']
+    assert (os_facts['id'], os_facts['family'], os_facts['major'], os_facts['boot_method']) == (
+        '', 'unknown', None, 'none')
+    assert 'is not supported' in os_facts['boot_reason']
+
+
+# ---------------------------------------------------------------------------------------------
+# Which devices are listed
+
+def test_unbound_loop_and_pseudo_devices_are_skipped(nitro):
+    nitro.host.add_loop('loop0', '7:0', '')
+    nitro.remove(nitro.host._devdir('loop0') + '/loop')  # unbound: the kernel has no loop/ directory
+    nitro.host.add_loop('loop1', '7:1', '/var/lib/images/scratch.img', read_ahead_kb=128)
+    for name, majmin in (('ram0', '1:0'), ('zram0', '252:0'), ('sr0', '11:0'), ('fd0', '2:0')):
+        nitro.host.add_disk(name, majmin)
+    devices = nitro.facts()['block_devices']
+    assert sorted(devices) == ['dm-0', 'loop1', 'nvme0n1', 'nvme1n1']
+    assert devices['loop1']['type'] == 'loop'
+    assert devices['loop1']['stable_id'] == {'key': 'ATTR{loop/backing_file}', 'value': '/var/lib/images/scratch.img',
+                                             'serial': None}
+    assert 'loop1' in nitro.facts()['tuned']['read_ahead']
+
+
+def test_btrfs_mount_is_listed_like_paths_resolves_it(env):
+    env.host.add_disk('vdb', '252:16', udev={'ID_SERIAL': 'disk-b'}, links=['disk/by-id/virtio-disk-b'])
+    env.host.mount('0:45', '/srv/aem', 'btrfs', '/dev/vdb')
+    facts = env.facts(paths=['/srv/aem'])
+    assert facts['paths']['/srv/aem']['device'] == 'vdb'
+    assert facts['mounts']['/srv/aem']['governing_device'] == 'vdb'
+
+
+def test_md_raid_and_plain_disks(env):
+    env.host.add_disk('sdb', '8:16', udev={'ID_SERIAL': 'disk-b'})
+    env.host.add_partition('sdb', 'sdb1', '8:17')
+    env.host.add_disk('sdc', '8:32', udev={'ID_SERIAL': 'disk-c'})
+    env.host.add_partition('sdc', 'sdc1', '8:33')
+    env.host.add_md('md127', '9:127', 'aa:bb:cc:dd', slaves=['sdb1', 'sdc1'], read_ahead_kb=256)
+    env.host.mount('9:127', '/srv', 'ext4', '/dev/md127')
+    facts = env.facts(paths=['/srv'])
+    md = facts['block_devices']['md127']
+    assert (md['type'], md['slaves'], md['read_ahead_kb']) == ('md', ['sdb1', 'sdc1'], 256)
+    assert md['stable_id'] == {'key': 'ENV{MD_UUID}', 'value': 'aa:bb:cc:dd', 'serial': None}
+    assert facts['block_devices']['sdb']['stable_id']['key'] == 'ENV{ID_SERIAL}'
+    assert facts['mounts']['/srv']['governing_device'] == 'md127'
+    assert facts['paths']['/srv']['device'] == 'md127'
+
+
+# ---------------------------------------------------------------------------------------------
+# Read-only, and never failing on a missing piece
+
+def test_changed_is_false_and_nothing_changes_on_a_full_host(nitro):
+    nitro.with_el8_bls()
+    nitro.with_rules()
+    nitro.with_child_profile()
+    nitro.with_thp_baseline()
+    before = tree_checksum(nitro.root)
+    nitro.facts(paths=[REPO, '/tmp'])
+    assert nitro.result['changed'] is False
+    assert tree_checksum(nitro.root) == before
+    assert sorted(nitro.result) == ['ansible_facts', 'changed']
+    assert sorted(os.path.basename(c[0]) for c in nitro.tools.calls) == [
+        'grub2-editenv', 'grubby', 'lvs', 'tuned-adm']
+
+
+def test_check_mode_gives_the_same_facts(nitro):
+    nitro.with_rules()
+    assert nitro.facts(paths=[REPO], check=True) == nitro.facts(paths=[REPO])
+
+
+def test_facts_have_every_top_level_key(env):
+    assert sorted(env.facts()) == ['block_devices', 'conflicts', 'errors', 'managed_files', 'mounts', 'os', 'paths',
+                                   'thp', 'tuned']
+
+
+def test_no_udev_database(nitro):
+    nitro.remove('/run/udev')
+    facts = nitro.facts()
+    devices = facts['block_devices']
+    assert devices['nvme1n1']['stable_id']['value'] == NVME1_SERIAL  # from the controller's sysfs serial
+    assert devices['dm-0']['stable_id'] == {'key': 'ENV{DM_UUID}', 'value': LV_UUID, 'serial': None}
+    assert devices['dm-0']['lvm'] == {'vg': 'vg_aem', 'lv': 'lv_repo', 'read_ahead': 'auto'}  # from the dm name
+    assert facts['tuned']['read_ahead'] == {'dm-0': TP_4096, 'nvme0n1': TP_4096, 'nvme1n1': TP_4096}
+
+
+def test_bare_host_with_nothing_at_all(tmpdir, monkeypatch, module_exit):
+    host = FakeHost(tmpdir)
+    tools = FakeTools(host)
+    tools.installed = set()
+    monkeypatch.setattr(tuning_facts, 'ROOT', host.root)
+    monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path',
+                        lambda module, arg, required=False, opt_dirs=None: tools.get_bin_path(module, arg, required))
+    monkeypatch.setattr(basic.AnsibleModule, 'run_command',
+                        lambda module, args, check_rc=False, **kw: tools.run_command(module, args, check_rc, **kw))
+    facts = Env(host, tools).facts(paths=['/'])
+    assert facts['block_devices'] == {}
+    assert facts['mounts'] == {}
+    assert 'no mount found for /' in facts['paths']['/']['error']
+    assert facts['thp']['runtime'] is None
+    assert facts['tuned']['installed'] is False
+    assert facts['managed_files'] == {}
+    assert facts['conflicts'] == []
+    assert facts['os']['boot_method'] == 'none'
+    assert tools.calls == []
+
+
+def test_host_with_only_sysfs_and_mounts(nitro):
+    for target in ('/usr/lib/tuned', '/etc/tuned', '/run/tuned', '/proc/cmdline', '/proc/812',
+                   THP_DIR, '/run/udev'):
+        nitro.remove(target)
+    nitro.tools.installed = set()
+    facts = nitro.facts(paths=[REPO])
+    assert facts['paths'][REPO]['device'] == 'dm-0'
+    assert facts['tuned']['installed'] is False
+    assert facts['thp']['runtime'] is None
+
+
+# Pieces an unprivileged user may be unable to read on a real host. The module must still exit with facts.
+UNREADABLE = [
+    # (id, setup, target, xfail)
+    ('grub-cfg-el7', 'with_el7_bios', '/boot/grub2/grub.cfg', True),
+    ('etc-default-grub', 'with_el7_bios', '/etc/default/grub', True),
+    ('rc-local', None, '/etc/rc.d/rc.local', True),
+    ('tuned-pid', None, tuning_facts.TUNED_PID_FILE, True),
+]
+
+
+@pytest.mark.parametrize('setup, target', [pytest.param(u[1], u[2], id=u[0]) for u in UNREADABLE])
+def test_unreadable_piece_does_not_fail_the_module(nitro, monkeypatch, setup, target):
+    if setup:
+        getattr(nitro, setup)()
+    if not nitro.host.exists(target):
+        nitro.host.write(target, '#!/bin/sh\nblockdev --setra 8192 /dev/nvme1n1\n')
+    deny_reading(monkeypatch, nitro.host, target)
+    facts = nitro.facts(paths=[REPO])
+    assert facts['paths'][REPO]['device'] == 'dm-0'
