@@ -1024,8 +1024,8 @@ def test_absent_removes_a_cmdline_argument_added_after_a_runtime_only_first_run(
 def test_failing_grubby_fails_with_its_message(el8):
     el8.save_conf(fail={'grubby': [1, 'grubby: error writing entry']})
     result = el8.fail(APPLY)
-    assert result['msg'].startswith('%s --update-kernel=ALL --args=%s failed (rc 1): ' % (el8.bin_path('grubby'),
-                                                                                           NEVER_ARG))
+    expected = '%s --update-kernel=ALL --args=%s failed (rc 1): ' % (el8.bin_path('grubby'), NEVER_ARG)
+    assert result['msg'].startswith(expected)
     assert 'error writing entry' in result['msg']
     assert result['changed'] is True
 
