@@ -1,7 +1,7 @@
 # Development tool chain for the aemops.os_tuning collection.
 #
 #   make help       list the targets
-#   make test       everything CI runs (.ci/run): lint sanity unit compat integration molecule run
+#   make test       everything CI runs (.ci/run): lint sanity unit compat build-test ee integration molecule run
 #
 # Environments (all rebuilt automatically when their requirements/*.txt lock changes;
 # re-running any target is fast when nothing changed):
@@ -190,13 +190,23 @@ molecule: venv ## molecule test --all (when molecule/*/molecule.yml exist)
 run: venv ## The main job: boot the VM preset (RHEL 8 on Nitro) and fix it with playbooks/migrate-aem.yml
 	scripts/run-demo
 
+.PHONY: build-test ee
+build-test: venv ## Build the tarball, install it elsewhere, use it by FQCN only (ansible-doc, syntax checks)
+	scripts/build-install-test
+
+ee: venv ## Validate the execution environment definition (ansible-builder create; no container engine needed)
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	ansible-builder create -f meta/execution-environment.yml --context "$$tmp/context" --output-filename Containerfile >/dev/null; \
+	test -s "$$tmp/context/Containerfile"; \
+	echo "ansible-builder create: ok ($$(grep -c . "$$tmp/context/Containerfile") lines of Containerfile)"
+
 # ---------------------------------------------------------------------------------------
 
 # The phases of `make test`, in order; .ci/run reads them (make -s print-test-phases).
-TEST_PHASES := lint sanity unit compat integration molecule run
+TEST_PHASES := lint sanity unit compat build-test ee integration molecule run
 
 .PHONY: test print-test-phases
-test: $(TEST_PHASES) ## lint sanity unit compat integration molecule run (make run is tested too)
+test: $(TEST_PHASES) ## lint sanity unit compat build-test ee integration molecule run
 
 print-test-phases:
 	@echo $(TEST_PHASES)
