@@ -39,6 +39,8 @@ options:
       - The THP defrag mode. The values are the ones the running kernel offers; RHEL 7's kernel has no C(defer)
         or C(defer+madvise). A value the kernel lacks is an error that lists the ones it has.
       - Set to an empty string to leave defrag alone.
+      - Only tuned persists defrag (the kernel command line carries only the THP mode); without V(tuned) in
+        O(persist) it is a runtime setting.
     type: str
     default: never
   khugepaged_defrag:
@@ -352,6 +354,20 @@ def run(module, root):
                         'actions': tuned_plan.get('actions', []), 'changed': tuned_changed}
 
     reboot_required = bool(boot_plan and boot_plan['reboot_required'])
+    if boot_plan is None and not cmdline['managed']:
+        # Nothing planned here (runtime only, or a backout already done): the running kernel may
+        # still differ from what the boot loader is configured with, for example after a backout
+        # whose reboot has not happened yet.
+        facts = bootloader.detect(root, module.get_bin_path)
+        if facts['method'] != 'none':
+            try:
+                configured = bootloader.configured(root, facts, KEY, module.run_command)
+            except bootloader.BootloaderError:
+                configured = {}
+            reboot_required = any(v != cmdline['running'] for v in configured.values())
+    if present and defrag is not None and 'tuned' not in persist and persist:
+        module.warn('defrag=%s is set at runtime only: the kernel command line carries only the THP mode, so '
+                    'defrag and khugepaged_defrag persist through tuned alone (persist: [tuned, cmdline]).' % defrag)
     if present and 'tuned' in persist and cmdline['running'] not in (None, enabled):
         module.warn('the running kernel was booted with transparent_hugepage=%s, so tuned ignores its own THP value '
                     'until the next boot.' % cmdline['running'])

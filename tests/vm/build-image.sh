@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build (or reuse) the cached Debian bookworm test VM image.
 #
-# Usage: tests/vm/build-image.sh [--force]
+# Usage: tests/vm/build-image.sh [--force] [--grub]
 #
 # Output: $AEMOPS_VM_CACHE/<hash>/ (default ~/.cache/aemops-os-tuning/vm),
 # printed on stdout. <hash> covers this script, lib.sh, guest/ and the copied
@@ -12,16 +12,25 @@
 # -> qcow2; blank data disks; one provisioning boot that lays out LVM/XFS and
 # ext4 on the data disks (guest/rootfs/usr/local/sbin/aemops-provision) and
 # powers off.
+#
+# --grub also builds (or reuses) the grub variant in <image>/grub/: a copy of
+# the root file system on partition 1 of an MBR disk, booted once directly
+# with root=/dev/vda1 to run grub-install + update-grub in the guest
+# (guest/rootfs/usr/local/sbin/aemops-grub-setup). It shares the other disks
+# with the image. Printed is always the image directory.
 set -euo pipefail
 # shellcheck source=lib.sh source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
 exec 3>&1 1>&2 # only the image directory goes to stdout
 
-case ${1:-} in
-'') force=0 ;;
---force) force=1 ;;
-*) echo "usage: $0 [--force]" >&2; exit 2 ;;
-esac
+force=0 grub=0
+for a in "$@"; do
+	case $a in
+	--force) force=1 ;;
+	--grub) grub=1 ;;
+	*) echo "usage: $0 [--force] [--grub]" >&2; exit 2 ;;
+	esac
+done
 
 for t in mmdebstrap qemu-system-x86_64 qemu-img mkfs.ext4 flock; do
 	command -v "$t" >/dev/null || die "$t not found (apt-get install qemu-system-x86 qemu-utils mmdebstrap)"
@@ -32,12 +41,72 @@ for v in $VM_PYTHONS; do
 		die "pyenv Python $v not found under $VM_PYENV_ROOT (set AEMOPS_VM_PYTHONS='' to build without)"
 done
 
+# An MBR with one bootable Linux partition (what `sfdisk --label dos` writes
+# for 'start=START, size=SECTORS, type=83, bootable'), without needing fdisk
+# on the build host.
+write_mbr() { # raw-image start-sector sectors
+	python3 - "$@" <<'EOF'
+import os, struct, sys
+path, start, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+entry = struct.pack("<B3sB3sII", 0x80, b"\xfe\xff\xff", 0x83, b"\xfe\xff\xff", start, count)
+with open(path, "r+b") as f:
+    f.seek(440)
+    f.write(os.urandom(4) + b"\0\0" + entry + b"\0" * 48 + b"\x55\xaa")
+EOF
+}
+
+# The grub variant of a finished image: <image>/grub/root.qcow2.
+build_grub() {
+	local img=$1 tmp t0 size d args accel
+	if [ -e "$img/grub/READY" ] && [ "$force" = 0 ]; then return 0; fi
+	rm -rf "$img"/.grub-* # leftovers of interrupted builds (we hold the lock)
+	tmp=$(mktemp -d "$img/.grub-XXXXXX")
+	# shellcheck disable=SC2064 # expand now: $tmp is local
+	trap "rm -rf '$tmp'" EXIT
+	t0=$(date +%s)
+	log "building the grub variant $img/grub"
+	# MBR, partition 1 from 1 MiB (GRUB's core.img goes in the gap before it)
+	# holding the image's ext4 root unchanged (same UUID, so fstab still fits).
+	size=$(qemu-img info --output=json "$img/root.qcow2" |
+		python3 -c 'import json, sys; print(json.load(sys.stdin)["virtual-size"])')
+	mkdir "$tmp/disks"
+	qemu-img create -q -f raw "$tmp/root.raw" $((size + 1048576))
+	write_mbr "$tmp/root.raw" 2048 $((size / 512))
+	qemu-img convert -n -f qcow2 "$img/root.qcow2" --target-image-opts \
+		"driver=raw,offset=1048576,size=$size,file.driver=file,file.filename=$tmp/root.raw"
+	qemu-img convert -O qcow2 "$tmp/root.raw" "$tmp/disks/root.qcow2"
+	rm "$tmp/root.raw"
+	# The setup boot mounts the data disks: give it throwaway overlays, the
+	# image's disks are backing files of running VMs.
+	for d in lvm data nvme-a nvme-b; do
+		qemu-img create -q -f qcow2 -b "$img/$d.qcow2" -F qcow2 "$tmp/disks/$d.qcow2"
+	done
+	accel=$(vm_accel "$img/vmlinuz")
+	log "grub setup boot ($accel): grub-install, update-grub, poweroff"
+	mapfile -t args < <(vm_qemu_args "$tmp/disks" "$img" "$accel" ab "$tmp/setup.log" \
+		"root=/dev/vda1 rw console=ttyS0 aemops.grub-setup=poweroff systemd.wants=aemops-grub-setup.service")
+	timeout 900 qemu-system-x86_64 "${args[@]}" -no-reboot \
+		-netdev user,id=n0,restrict=on -device virtio-net-pci,netdev=n0,addr=0x03 ||
+		{ tail -40 "$tmp/setup.log" >&2; die "grub setup boot failed or timed out"; }
+	grep -q AEMOPS-GRUB-OK "$tmp/setup.log" ||
+		{ tail -40 "$tmp/setup.log" >&2; die "grub setup did not finish (log above)"; }
+	mv "$tmp/disks/root.qcow2" "$tmp/root.qcow2"
+	rm -rf "$tmp/disks"
+	printf 'seconds_grub=%s\n' $(($(date +%s) - t0)) >"$tmp/build-info"
+	touch "$tmp/READY"
+	rm -rf "$img/grub"
+	mv "$tmp" "$img/grub"
+	trap - EXIT
+	log "grub variant ready in $(($(date +%s) - t0)) s: $img/grub"
+}
+
 final=$(vm_image_dir)
 mkdir -p "$VM_CACHE"
 exec 9>"$VM_CACHE/.lock"
 flock 9 # one build at a time; a waiting second run then finds the image
 if [ -e "$final/READY" ] && [ "$force" = 0 ]; then
 	touch "$final/READY" # last use, for pruning below
+	[ "$grub" = 0 ] || build_grub "$final"
 	echo "$final" >&3
 	exit 0
 fi
@@ -76,6 +145,9 @@ mmdebstrap --mode=root --variant=apt --format=directory --quiet \
 	bookworm "$tmp/rootfs" "${sources[@]}"
 t1=$(date +%s)
 
+# THP "always" in the preset is the kernel's default, like RHEL 8's kernel.
+grep -qx CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS=y "$tmp"/rootfs/boot/config-* ||
+	die "the guest kernel's THP default is not 'always' ($(grep '^CONFIG_TRANSPARENT_HUGEPAGE_' "$tmp"/rootfs/boot/config-* | paste -sd' ')); the preset needs another way to set it"
 cp "$tmp"/rootfs/boot/vmlinuz-* "$tmp/vmlinuz"
 cp "$tmp"/rootfs/boot/initrd.img-* "$tmp/initrd.img"
 kernel=$(basename "$tmp"/rootfs/boot/vmlinuz-*)
@@ -90,7 +162,7 @@ t2=$(date +%s)
 
 accel=$(vm_accel "$tmp/vmlinuz")
 log "provisioning boot ($accel): data disk layout, Python checks, poweroff"
-mapfile -t args < <(vm_qemu_args "$tmp" "$tmp" "$accel" ab "$tmp/provision.log" aemops.provision=poweroff)
+mapfile -t args < <(vm_qemu_args "$tmp" "$tmp" "$accel" ab "$tmp/provision.log" "$VM_APPEND aemops.provision=poweroff")
 timeout 900 qemu-system-x86_64 "${args[@]}" -no-reboot \
 	-netdev user,id=n0,restrict=on -device virtio-net-pci,netdev=n0,addr=0x03 ||
 	{ tail -40 "$tmp/provision.log" >&2; die "provisioning boot failed or timed out"; }
@@ -119,4 +191,5 @@ trap - EXIT
 find "$VM_CACHE" -mindepth 2 -maxdepth 2 -name READY -mtime +2 -printf '%h\n' |
 	while read -r old; do log "pruning unused image $old"; rm -rf "$old"; done
 log "image ready in $((t3 - t0)) s: $final"
+[ "$grub" = 0 ] || build_grub "$final"
 echo "$final" >&3

@@ -9,8 +9,13 @@ VM_MEM=${AEMOPS_VM_MEM:-2048}
 VM_SMP=${AEMOPS_VM_SMP:-2}
 VM_PYTHONS=${AEMOPS_VM_PYTHONS-2.7.18 3.6.15}
 VM_PYENV_ROOT=${PYENV_ROOT:-$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")}
-# Kernel command line. THP "always" is part of the RHEL 8 preset.
-VM_APPEND="root=/dev/vda rw console=ttyS0 transparent_hugepage=always"
+# Kernel command line of the direct kernel boot (the default). It has no
+# transparent_hugepage=: THP "always" comes from the kernel's own default
+# (bookworm, like RHEL 8, is built with CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS=y;
+# build-image.sh checks it), because tuned ignores its [vm] THP setting when
+# the argument is on the command line. The grub boot takes its command line
+# from the guest's /boot/grub/grub.cfg instead (root=UUID=... on vda1).
+VM_APPEND="root=/dev/vda rw console=ttyS0"
 # Field-like serials: EBS volume ids (no dash) on NVMe, plain ones on virtio.
 VM_NVME_A=vol0aaaaaaaaaaaaaaaa
 VM_NVME_B=vol0bbbbbbbbbbbbbbbb
@@ -62,19 +67,24 @@ vm_accel() {
 }
 
 # Print the qemu command line, one argument per line.
-#   vm_qemu_args DISKDIR KERNELDIR ACCEL NVME_ORDER(ab|ba) SERIAL_LOG [extra append]
-# DISKDIR holds root/lvm/data/nvme-a/nvme-b .qcow2. The NVMe controllers sit
-# at fixed PCI slots 0x10 and 0x11; "ba" puts disk b in the first slot, so
-# the guest names it nvme0n1.
+#   vm_qemu_args DISKDIR KERNELDIR ACCEL NVME_ORDER(ab|ba) SERIAL_LOG [APPEND]
+# DISKDIR holds root/lvm/data/nvme-a/nvme-b .qcow2. KERNELDIR holds vmlinuz
+# and initrd.img for direct kernel boot with APPEND (default $VM_APPEND);
+# an empty KERNELDIR boots through the firmware (SeaBIOS) and the boot loader
+# on the root disk instead. The NVMe controllers sit at fixed PCI slots 0x10
+# and 0x11; "ba" puts disk b in the first slot, so the guest names it nvme0n1.
 vm_qemu_args() {
-	local disks=$1 kdir=$2 accel=$3 order=$4 serial=$5 extra=${6:-}
-	local d slot_a=0x10 slot_b=0x11
+	local disks=$1 kdir=$2 accel=$3 order=$4 serial=$5 append=${6:-$VM_APPEND}
+	local d slot_a=0x10 slot_b=0x11 rootboot=
 	[ "$order" = ba ] && { slot_a=0x11; slot_b=0x10; }
 	printf '%s\n' -nodefaults -display none -name aemops-vm \
-		-m "$VM_MEM" -smp "$VM_SMP" -rtc base=utc \
-		-kernel "$kdir/vmlinuz" -initrd "$kdir/initrd.img" \
-		-append "$VM_APPEND $extra" \
-		-chardev "file,id=ser0,path=$serial,append=on" -serial chardev:ser0
+		-m "$VM_MEM" -smp "$VM_SMP" -rtc base=utc
+	if [ -n "$kdir" ]; then
+		printf '%s\n' -kernel "$kdir/vmlinuz" -initrd "$kdir/initrd.img" -append "$append"
+	else
+		rootboot=,bootindex=0 # SeaBIOS: the root disk first, nothing else
+	fi
+	printf '%s\n' -chardev "file,id=ser0,path=$serial,append=on" -serial chardev:ser0
 	if [ "$accel" = kvm ]; then
 		printf '%s\n' -accel kvm -cpu host
 	else
@@ -84,7 +94,7 @@ vm_qemu_args() {
 		printf '%s\n' -drive "file=$disks/$d.qcow2,if=none,id=$d,format=qcow2,cache=unsafe,discard=unmap"
 	done
 	printf '%s\n' \
-		-device virtio-blk-pci,drive=root,serial=aemroot,addr=0x04 \
+		-device "virtio-blk-pci,drive=root,serial=aemroot,addr=0x04$rootboot" \
 		-device virtio-blk-pci,drive=lvm,serial=aemlvm0,addr=0x05 \
 		-device virtio-blk-pci,drive=data,serial=aemdata0,addr=0x06 \
 		-device "nvme,drive=nvme-a,serial=$VM_NVME_A,addr=$slot_a" \

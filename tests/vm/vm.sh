@@ -11,10 +11,13 @@ usage() {
 	cat <<EOF
 usage: $0 COMMAND [ARGS]
 
-  build [--force]          build or reuse the cached image, print its directory
-  up [--swap-nvme] [--no-wait]
+  build [--force] [--grub] build or reuse the cached image (--grub: and its grub
+                           variant), print its directory
+  up [--grub] [--swap-nvme] [--no-wait]
                            start a fresh VM (overlays on the cached image; builds
-                           it first if needed) and wait until it is ready
+                           it first if needed) and wait until it is ready;
+                           --grub boots SeaBIOS + GRUB from the root disk instead
+                           of qemu's direct kernel boot
   wait [SECONDS]           ssh answers, systemctl is-system-running --wait,
                            tuned has applied its profile
   ssh [CMD...]             run CMD in the guest as root (a shell without CMD)
@@ -32,6 +35,7 @@ environment:
   AEMOPS_VM_CACHE=$VM_CACHE
   AEMOPS_VM_ACCEL=auto|kvm|tcg   AEMOPS_VM_MEM=$VM_MEM   AEMOPS_VM_SMP=$VM_SMP
   AEMOPS_VM_SWAP_NVME=1 (same as up --swap-nvme)   AEMOPS_VM_WAIT_TIMEOUT=$WAIT_TIMEOUT
+  AEMOPS_VM_BOOT=kernel|grub (up: same as --grub when grub; default kernel)
   AEMOPS_VM_WARM_REBOOT=1 (reboot: keep the qemu process, reset in place)
 
 Callers should always stop the VM:  trap '$0 down' EXIT
@@ -86,14 +90,21 @@ EOF
 
 py_path() { echo "/root/.pyenv/versions/$1/bin/python${1%.*}"; }
 
+run_boot() { # kernel or grub; run dirs from before the grub variant have no boot file
+	cat "$RUN/boot" 2>/dev/null || echo kernel
+}
+
 start_qemu() { # starts qemu in the background using $RUN state
-	local image accel order args try port
+	local image accel order boot kdir args try port
 	image=$(cat "$RUN/image") accel=$(cat "$RUN/accel") order=$(cat "$RUN/nvme-order")
+	boot=$(run_boot)
+	kdir=$image # direct kernel boot; empty: SeaBIOS + GRUB from the root disk
+	[ "$boot" = grub ] && kdir=
 	for try in 1 2 3; do
 		port=$(cat "$RUN/port" 2>/dev/null || true)
 		[ -n "$port" ] || { port=$(free_port); echo "$port" >"$RUN/port"; }
-		mapfile -t args < <(vm_qemu_args "$RUN/disks" "$image" "$accel" "$order" "$RUN/serial.log")
-		echo "=== qemu start $(date +%T) accel=$accel nvme-order=$order port=$port" >>"$RUN/serial.log"
+		mapfile -t args < <(vm_qemu_args "$RUN/disks" "$kdir" "$accel" "$order" "$RUN/serial.log")
+		echo "=== qemu start $(date +%T) boot=$boot accel=$accel nvme-order=$order port=$port" >>"$RUN/serial.log"
 		if qemu-system-x86_64 "${args[@]}" \
 			-netdev "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
 			-device virtio-net-pci,netdev=n0,addr=0x03 \
@@ -101,7 +112,7 @@ start_qemu() { # starts qemu in the background using $RUN state
 			-qmp "unix:$RUN/qmp.sock,server=on,wait=off" \
 			-daemonize -pidfile "$RUN/qemu.pid" 2>"$RUN/qemu.err"; then
 			write_client_config
-			log "qemu pid $(cat "$RUN/qemu.pid"), ssh 127.0.0.1:$port, $accel, NVMe order $order"
+			log "qemu pid $(cat "$RUN/qemu.pid"), ssh 127.0.0.1:$port, $accel, $boot boot, NVMe order $order"
 			return 0
 		fi
 		cat "$RUN/qemu.err" >&2
@@ -114,25 +125,37 @@ start_qemu() { # starts qemu in the background using $RUN state
 cmd_build() { "$VM_DIR/build-image.sh" "$@"; }
 
 cmd_up() {
-	local swap=${AEMOPS_VM_SWAP_NVME:-0} wait=1 image d
+	local swap=${AEMOPS_VM_SWAP_NVME:-0} boot=${AEMOPS_VM_BOOT:-kernel} wait=1 image d base
 	for a in "$@"; do
 		case $a in
 		--swap-nvme) swap=1 ;;
+		--grub) boot=grub ;;
 		--no-wait) wait=0 ;;
 		*) usage >&2; exit 2 ;;
 		esac
 	done
+	case $boot in
+	kernel | grub) ;;
+	*) die "AEMOPS_VM_BOOT must be kernel or grub" ;;
+	esac
 	pid_alive && die "a VM is already running for $RUN ($0 down first)"
-	image=$("$VM_DIR/build-image.sh")
+	if [ "$boot" = grub ]; then
+		image=$("$VM_DIR/build-image.sh" --grub)
+	else
+		image=$("$VM_DIR/build-image.sh")
+	fi
 	purge_run
 	mkdir -p "$RUN/disks"
 	chmod 700 "$RUN"
 	touch "$RUN/.aemops-vm"
 	echo "$image" >"$RUN/image"
+	echo "$boot" >"$RUN/boot"
 	vm_accel "$image/vmlinuz" >"$RUN/accel"
 	if [ "$swap" = 1 ]; then echo ba; else echo ab; fi >"$RUN/nvme-order"
 	for d in root lvm data nvme-a nvme-b; do
-		qemu-img create -q -f qcow2 -b "$image/$d.qcow2" -F qcow2 "$RUN/disks/$d.qcow2"
+		base=$image/$d.qcow2
+		[ "$boot:$d" = grub:root ] && base=$image/grub/root.qcow2 # partitioned, with GRUB
+		qemu-img create -q -f qcow2 -b "$base" -F qcow2 "$RUN/disks/$d.qcow2"
 	done
 	ssh-keygen -q -t ed25519 -N '' -C aemops-vm -f "$RUN/id_ed25519"
 	date +%s >"$RUN/up-time"
@@ -265,7 +288,7 @@ cmd_down() {
 
 cmd_status() {
 	if ! pid_alive; then echo "stopped ($RUN)"; return 3; fi
-	echo "running: pid $(cat "$RUN/qemu.pid"), ssh 127.0.0.1:$(cat "$RUN/port"), accel $(cat "$RUN/accel"), nvme-order $(cat "$RUN/nvme-order")"
+	echo "running: pid $(cat "$RUN/qemu.pid"), ssh 127.0.0.1:$(cat "$RUN/port"), accel $(cat "$RUN/accel"), boot $(run_boot), nvme-order $(cat "$RUN/nvme-order")"
 	echo "image: $(cat "$RUN/image")"
 	echo "guest boot id: $(vssh cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo '(no ssh)')"
 }
@@ -292,6 +315,7 @@ echo "tuned-adm: $(tuned-adm active)"
 echo "tuned: $(dpkg-query -W -f='${Version}' tuned)"
 echo "thp enabled: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
 echo "thp defrag:  $(cat /sys/kernel/mm/transparent_hugepage/defrag)"
+echo "cmdline: $(cat /proc/cmdline)"
 findmnt -n -o TARGET,SOURCE,FSTYPE /srv/aem; findmnt -n -o TARGET,SOURCE,FSTYPE /srv/data
 EOF
 }

@@ -16,11 +16,25 @@ echo "UUID=$ROOT_UUID / ext4 defaults,errors=remount-ro 0 1" >"$root/etc/fstab"
 mkdir -p "$root/var/log/journal"
 
 # "RHEL 8 on Nitro" preset: tuned with throughput-performance pinned, so
-# its [disk] readahead=>4096 applies at every boot. THP=always comes from the
-# kernel command line (lib.sh VM_APPEND).
+# its [disk] readahead=>4096 applies at every boot. THP=always is the
+# kernel's default (CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS=y, checked by
+# build-image.sh), not a command-line argument.
 mkdir -p "$root/etc/tuned"
 echo throughput-performance >"$root/etc/tuned/active_profile"
 echo manual >"$root/etc/tuned/profile_mode"
+
+# GRUB settings for the grub image (build-image.sh --grub, which installs the
+# boot sector and runs update-grub). Debian's own GRUB_CMDLINE_LINUX="" is
+# left as shipped; no menu delay; the serial console as in the direct boot.
+grub=$root/etc/default/grub
+sed -i -e 's/^GRUB_TIMEOUT=.*/GRUB_TIMEOUT=0/' \
+	-e 's/^GRUB_CMDLINE_LINUX_DEFAULT=.*/GRUB_CMDLINE_LINUX_DEFAULT="console=ttyS0"/' \
+	-e 's/^#\?GRUB_TERMINAL=.*/GRUB_TERMINAL=serial\nGRUB_SERIAL_COMMAND="serial --unit=0 --speed=115200"/' "$grub"
+for want in 'GRUB_TIMEOUT=0' 'GRUB_CMDLINE_LINUX=""' 'GRUB_CMDLINE_LINUX_DEFAULT="console=ttyS0"' \
+	'GRUB_TERMINAL=serial'; do
+	grep -qx "$want" "$grub" || { echo "customize: $grub lacks $want" >&2; cat "$grub" >&2; exit 1; }
+done
+[ ! -e "$root/boot/grub/grub.cfg" ] || { echo "customize: grub.cfg must not exist in the default image" >&2; exit 1; }
 
 chroot "$root" systemctl enable -q systemd-networkd ssh tuned \
 	aemops-ssh-key.service aemops-provision.service
