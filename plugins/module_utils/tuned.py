@@ -306,6 +306,7 @@ def read_ahead_for_device(units, name, props):
 #   transparent_hugepages=never
 
 CHILD_PROFILE = 'aemops-os-tuning'
+OWNER_ORDER = ('read_ahead', 'thp')
 _OWNER_PREFIX = '# owner: '
 
 
@@ -372,7 +373,14 @@ def replace_owned(sections, owner, new_sections):
             raise TunedProfileError('tuned section [%s] is wanted by both %s and %s. The profile is managed: remove '
                                     'hand-made sections from it, or delete it and run again.'
                                     % (section[1], owner, other or 'a hand-added section (no "# owner:" line)'))
-    return kept + list(new_sections)
+    # A fixed order by owner, so that each module rewriting its own sections leaves the file
+    # as the other module wrote it (otherwise the two would keep moving each other's sections).
+    merged = kept + list(new_sections)
+    return [s for _i, s in sorted(enumerate(merged), key=lambda item: (_owner_rank(item[1][0]), item[0]))]
+
+
+def _owner_rank(owner):
+    return (OWNER_ORDER.index(owner), '') if owner in OWNER_ORDER else (len(OWNER_ORDER), owner or '')
 
 
 def child_state(root):

@@ -566,10 +566,20 @@ def test_parse_child_damaged_baseline(host):
     assert 'damaged baseline record' in str(info.value)
 
 
-def test_replace_owned_keeps_other_owners_in_place():
+def test_replace_owned_keeps_other_owners_and_a_fixed_order():
     new = [('read_ahead', 'aemops_read_ahead_64', [('readahead', '64')])]
     result = tuned.replace_owned(SECTIONS, 'read_ahead', new)
-    assert result == [SECTIONS[2]] + new
+    assert result == new + [SECTIONS[2]]
+
+
+def test_two_owners_rewriting_in_turn_settle():
+    # read_ahead then thp then read_ahead again with the same sections: nothing moves.
+    ra = [('read_ahead', 'disk', [('type', 'disk')]), ('read_ahead', 'aemops_read_ahead_32', [('readahead', '32')])]
+    thp_sections = [('thp', 'vm', [('transparent_hugepages', 'never')])]
+    first = tuned.replace_owned(tuned.replace_owned([], 'read_ahead', ra), 'thp', thp_sections)
+    again = tuned.replace_owned(tuned.replace_owned(first, 'read_ahead', ra), 'thp', thp_sections)
+    assert tuned.replace_owned(first, 'read_ahead', ra) == first
+    assert again == first
 
 
 def test_replace_owned_refuses_a_section_owned_by_another_module():
