@@ -37,6 +37,7 @@ from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read
 ACTIVE_PROFILE_FILE = '/etc/tuned/active_profile'
 PROFILE_MODE_FILE = '/etc/tuned/profile_mode'
 MAIN_CONF = '/etc/tuned/tuned-main.conf'
+PID_FILE = '/run/tuned/tuned.pid'
 DEFAULT_PROFILE_DIRS = ('/usr/lib/tuned', '/usr/lib/tuned/profiles', '/etc/tuned', '/etc/tuned/profiles')
 MAX_INCLUDE_DEPTH = 20
 NVME_SINCE = (2, 18)
@@ -52,6 +53,21 @@ def parse_version(text):
     if not m:
         return None
     return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+
+
+def installed_version(run, which):
+    """(path of tuned-adm or None, version tuple or None), from ``tuned-adm --version``."""
+    tuned_adm = which('tuned-adm')
+    if not tuned_adm:
+        return None, None
+    rc, out, err = run([tuned_adm, '--version'])
+    return tuned_adm, (parse_version(out + err) if rc == 0 else None)
+
+
+def daemon_running(root):
+    """Whether tuned's daemon runs: its pid file names a live process."""
+    pid = (read_text(root_path(root, PID_FILE)) or '').strip()
+    return bool(pid) and os.path.exists(root_path(root, '/proc/%s' % pid))
 
 
 def parse_conf(text, path='tuned.conf'):
@@ -518,6 +534,18 @@ def switch_profile(run, tuned_adm, profiles):
     """``tuned-adm profile <names>``; returns (rc, message)."""
     rc, out, err = run([tuned_adm, 'profile'] + list(profiles))
     return rc, (err or out).strip()
+
+
+def plan_changes(plan):
+    """Whether a plan from :func:`plan_child` changes anything."""
+    return bool(plan) and bool(plan['after'] != plan['before'] or plan['activate'] or plan['restore'])
+
+
+def plan_summary(plan, changed):
+    """What modules return about the child profile."""
+    if not plan:
+        return None
+    return {'path': plan['path'], 'parents': plan['parents'], 'actions': plan.get('actions', []), 'changed': changed}
 
 
 def apply_child(root, plan, run, tuned_adm, tuned_running, write, remove):

@@ -233,7 +233,6 @@ from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, 
 
 ROOT = '/'
 MAX_READ_AHEAD_KB = 65536
-TUNED_PID_FILE = '/run/tuned/tuned.pid'
 
 
 class Plan(object):
@@ -316,11 +315,7 @@ def tuned_context(module, root, planned_child=None):
         profiles = [tuned.CHILD_PROFILE]
     if not profiles:
         return None
-    version = None
-    tuned_adm = module.get_bin_path('tuned-adm')
-    if tuned_adm:
-        rc, out, err = module.run_command([tuned_adm, '--version'])
-        version = tuned.parse_version(out + err) if rc == 0 else None
+    version = tuned.installed_version(module.run_command, module.get_bin_path)[1]
     try:
         if planned_child is not None:
             chain = []
@@ -334,12 +329,7 @@ def tuned_context(module, root, planned_child=None):
     except tuned.TunedProfileError as e:
         module.warn('cannot read the active tuned profile to check for conflicts: %s' % e)
         return None
-    return {'profiles': profiles, 'units': units, 'version': version, 'running': tuned_running(root)}
-
-
-def tuned_running(root):
-    pid = (files.read_text(files.root_path(root, TUNED_PID_FILE)) or '').strip()
-    return bool(pid) and os.path.exists(files.root_path(root, '/proc/%s' % pid))
+    return {'profiles': profiles, 'units': units, 'version': version, 'running': tuned.daemon_running(root)}
 
 
 def tuned_groups(module, root, rules):
@@ -525,8 +515,7 @@ def run(module, root):
     after_text = udev_rules.render(new_rules, new_baselines)
     file_changed = after_text != before_text
     tuned_plan = plan_tuned(module, root, new_rules) if (p['persist'] or not present) else None
-    tuned_changed = bool(tuned_plan) and bool(tuned_plan['after'] != tuned_plan['before']
-                                              or tuned_plan['activate'] or tuned_plan['restore'])
+    tuned_changed = tuned.plan_changes(tuned_plan)
     if present:
         planned = tuned_plan if tuned_plan and tuned_plan['after'] else None
         tuned_ctx = tuned_context(module, root, planned)
@@ -561,7 +550,7 @@ def run(module, root):
         if tuned_changed:
             try:
                 tuned_plan['actions'] = tuned.apply_child(
-                    root, tuned_plan, module.run_command, module.get_bin_path('tuned-adm'), tuned_running(root),
+                    root, tuned_plan, module.run_command, module.get_bin_path('tuned-adm'), tuned.daemon_running(root),
                     lambda path, text: files.atomic_write(path, text, 0o644, module=module), files.remove_file)
             except tuned.TunedProfileError as e:
                 module.fail_json(msg=str(e), changed=True)
@@ -595,12 +584,8 @@ def run(module, root):
                             % (entry['name'], ' '.join(conflict['active_profiles']), conflict['instance'],
                                conflict['setting'], conflict['profile'], hint))
 
-    tuned_result = None
-    if tuned_plan:
-        tuned_result = {'path': tuned_plan['path'], 'parents': tuned_plan['parents'],
-                        'actions': tuned_plan.get('actions', []), 'changed': tuned_changed}
     result = {'changed': changed, 'devices': results, 'rules_file': rules_path, 'skipped': plan.skipped,
-              'tuned_profile': tuned_result}
+              'tuned_profile': tuned.plan_summary(tuned_plan, tuned_changed)}
     if module._diff:
         result['diff'] = diff
     return result

@@ -132,28 +132,11 @@ baseline:
   type: dict
 '''
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import bootloader, files, thp, tuned
 
 ROOT = '/'
 KEY = 'transparent_hugepage'
-TUNED_PID_FILE = '/run/tuned/tuned.pid'
-
-
-def tuned_version(module):
-    tuned_adm = module.get_bin_path('tuned-adm')
-    if not tuned_adm:
-        return None, None
-    rc, out, err = module.run_command([tuned_adm, '--version'])
-    return tuned_adm, (tuned.parse_version(out + err) if rc == 0 else None)
-
-
-def tuned_running(root):
-    pid = (files.read_text(files.root_path(root, TUNED_PID_FILE)) or '').strip()
-    return bool(pid) and os.path.exists(files.root_path(root, '/proc/%s' % pid))
-
 
 def resolve_persist(module, root, tuned_adm):
     persist = module.params['persist']
@@ -215,7 +198,7 @@ def run(module, root):
         state = thp.read_state(root)
     except thp.ThpError as e:
         module.fail_json(msg=str(e))
-    tuned_adm, version = tuned_version(module)
+    tuned_adm, version = tuned.installed_version(module.run_command, module.get_bin_path)
     persist = resolve_persist(module, root, tuned_adm)
     baseline_text, baseline = read_baseline(module, root)
 
@@ -281,8 +264,7 @@ def run(module, root):
             tuned_plan = tuned.plan_child(root, 'thp', sections)
         except tuned.TunedProfileError as e:
             module.fail_json(msg='cannot plan the tuned child profile: %s' % e)
-    tuned_changed = bool(tuned_plan) and bool(tuned_plan['after'] != tuned_plan['before']
-                                              or tuned_plan['activate'] or tuned_plan['restore'])
+    tuned_changed = tuned.plan_changes(tuned_plan)
 
     runtime = {}
     runtime_changes = []
@@ -320,7 +302,6 @@ def run(module, root):
                          'before': '\n'.join(boot_plan['args_before'].get(source) or []) + '\n',
                          'after': '\n'.join(boot_plan['args_after'].get(source) or []) + '\n'})
 
-    tuned_result = None
     if not module.check_mode:
         if baseline_changed and new_baseline_text is not None:
             files.atomic_write(files.root_path(root, thp.BASELINE_FILE), new_baseline_text, 0o644, module=module)
@@ -332,7 +313,7 @@ def run(module, root):
         if tuned_changed:
             try:
                 tuned_plan['actions'] = tuned.apply_child(
-                    root, tuned_plan, module.run_command, tuned_adm, tuned_running(root),
+                    root, tuned_plan, module.run_command, tuned_adm, tuned.daemon_running(root),
                     lambda path, text: files.atomic_write(path, text, 0o644, module=module), files.remove_file)
             except tuned.TunedProfileError as e:
                 module.fail_json(msg=str(e), changed=True)
@@ -349,9 +330,6 @@ def run(module, root):
                     module.fail_json(msg='%s reads %s after writing %s: something else sets it.'
                                          % (after[attr]['path'], after[attr]['value'], value), changed=True)
                 changed = True
-    if tuned_plan:
-        tuned_result = {'path': tuned_plan['path'], 'parents': tuned_plan['parents'],
-                        'actions': tuned_plan.get('actions', []), 'changed': tuned_changed}
 
     reboot_required = bool(boot_plan and boot_plan['reboot_required'])
     if boot_plan is None and not cmdline['managed']:
@@ -372,7 +350,7 @@ def run(module, root):
         module.warn('the running kernel was booted with transparent_hugepage=%s, so tuned ignores its own THP value '
                     'until the next boot.' % cmdline['running'])
 
-    result = {'changed': changed, 'runtime': runtime, 'persist': persist, 'tuned_profile': tuned_result,
+    result = {'changed': changed, 'runtime': runtime, 'persist': persist, 'tuned_profile': tuned.plan_summary(tuned_plan, tuned_changed),
               'cmdline': cmdline, 'reboot_required': reboot_required, 'baseline': baseline or {}}
     if module._diff:
         result['diff'] = diff

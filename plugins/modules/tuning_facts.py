@@ -80,7 +80,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, bootloader, files, thp, tuned, udev_rules
 
 ROOT = '/'
-TUNED_PID_FILE = '/run/tuned/tuned.pid'
 SKIP_PREFIXES = ('ram', 'zram', 'sr', 'fd')
 
 
@@ -143,16 +142,10 @@ def resolve_paths(root, paths):
 
 
 def tuned_facts(module, root, devices):
-    tuned_adm = module.get_bin_path('tuned-adm')
-    version = None
-    if tuned_adm:
-        rc, out, err = module.run_command([tuned_adm, '--version'])
-        if rc == 0:
-            version = tuned.parse_version(out + err)
-    pid = (files.read_text(files.root_path(root, TUNED_PID_FILE)) or '').strip()
+    tuned_adm, version = tuned.installed_version(module.run_command, module.get_bin_path)
     facts = {
         'installed': bool(tuned_adm) or os.path.isdir(files.root_path(root, '/usr/lib/tuned')),
-        'running': bool(pid) and os.path.exists(files.root_path(root, '/proc/%s' % pid)),
+        'running': tuned.daemon_running(root),
         'version': '.'.join(str(v) for v in version) if version else None,
         'active_profiles': tuned.active_profiles(root),
         'profile_mode': tuned.profile_mode(root),

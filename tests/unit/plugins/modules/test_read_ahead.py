@@ -163,7 +163,7 @@ class Env(object):
         self.host.write(tuned.ACTIVE_PROFILE_FILE, active + '\n')
         self.host.write(tuned.PROFILE_MODE_FILE, 'auto\n')
         if running:
-            self.host.write(read_ahead.TUNED_PID_FILE, '812\n')
+            self.host.write(tuned.PID_FILE, '812\n')
             self.host.mkdir('/proc/812')
         return self
 

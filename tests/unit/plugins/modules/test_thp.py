@@ -492,7 +492,7 @@ class Env(object):
         self.host.write(tuned.ACTIVE_PROFILE_FILE, active + '\n')
         self.host.write(tuned.PROFILE_MODE_FILE, 'auto\n')
         if running:
-            self.host.write(thp_module.TUNED_PID_FILE, '812\n')
+            self.host.write(tuned.PID_FILE, '812\n')
             self.host.mkdir('/proc/812')
         self.tool('tuned-adm')
         return self

@@ -195,7 +195,7 @@ class Env(object):
         self.host.write(tuned.PROFILE_MODE_FILE, mode + '\n')
         self.tools.tuned_version = ('tuned-adm %s\n' % version, '')
         if running:
-            self.host.write(tuning_facts.TUNED_PID_FILE, '812\n')
+            self.host.write(tuned.PID_FILE, '812\n')
             self.host.mkdir('/proc/812')
         return self
 
@@ -462,7 +462,7 @@ def test_tuned_not_running_without_pid_file(env):
 
 def test_tuned_not_running_with_a_stale_pid_file(env):
     env.with_tuned(running=False)
-    env.host.write(tuning_facts.TUNED_PID_FILE, '4242\n')
+    env.host.write(tuned.PID_FILE, '4242\n')
     assert env.facts()['tuned']['running'] is False
 
 
@@ -922,7 +922,7 @@ UNREADABLE = [
     ('grub-cfg-el7', 'with_el7_bios', '/boot/grub2/grub.cfg', True),
     ('etc-default-grub', 'with_el7_bios', '/etc/default/grub', True),
     ('rc-local', None, '/etc/rc.d/rc.local', True),
-    ('tuned-pid', None, tuning_facts.TUNED_PID_FILE, True),
+    ('tuned-pid', None, tuned.PID_FILE, True),
 ]
 
 
