@@ -325,13 +325,31 @@ def _within(path, mountpoint):
     return path == mountpoint or path.startswith(mountpoint.rstrip('/') + '/')
 
 
+def _stat_majmin(root, path):
+    """``major:minor`` of the filesystem that holds ``path``, on a real host only (None in a fake tree)."""
+    if root not in ('/', ''):
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return '%d:%d' % (os.major(st.st_dev), os.minor(st.st_dev))
+
+
 def find_mount(root, path, strict=True):
-    """The mount that holds absolute target path ``path`` (the last one stacked wins)."""
+    """The mount that holds absolute target path ``path``.
+
+    On a real host the filesystem is identified by ``stat(path).st_dev``, which also sees
+    through stacked and hidden mounts. Otherwise (fake trees) the longest mount point that
+    contains the path wins, the last listed on ties (mountinfo is not in mount order).
+    """
+    entries = [e for e in mounts(root) if _within(path, e['mountpoint'])]
+    majmin = _stat_majmin(root, path)
+    if majmin is not None and any(e['majmin'] == majmin for e in entries):
+        entries = [e for e in entries if e['majmin'] == majmin]
     best = None
-    for entry in mounts(root):
-        # mountinfo lists mounts in mount order: a later mount on the path or on a parent
-        # directory hides the earlier ones, so the last one that contains the path is visible.
-        if _within(path, entry['mountpoint']):
+    for entry in entries:
+        if best is None or len(entry['mountpoint']) >= len(best['mountpoint']):
             best = entry
     if best is None and strict:
         raise BlockDeviceError('no mount found for %s in /proc/self/mountinfo.' % path)

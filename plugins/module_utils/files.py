@@ -114,6 +114,23 @@ def atomic_write(path, content, mode=0o644, module=None):
             os.unlink(tmp)
 
 
+def can_create_in(directory, check_only=False):
+    """Whether a file can be created in ``directory``: tried for real, unless ``check_only``.
+
+    os.access() says yes to root on /proc or a read-only bind mount; creating (and removing)
+    an empty temporary file is the only reliable test before changing anything else.
+    """
+    if check_only:
+        return os.access(directory, os.W_OK)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix='.aemops-probe-', dir=directory)
+    except (IOError, OSError):
+        return False
+    os.close(fd)
+    os.unlink(tmp)
+    return True
+
+
 def remove_file(path):
     """Remove ``path``; return True when something was removed."""
     try:

@@ -219,7 +219,7 @@ rules_file:
   returned: always
   type: str
   sample: /etc/udev/rules.d/90-aemops-read-ahead.rules
-skipped:
+skipped_targets:
   description: Targets skipped because of O(ignore_missing), with the reason.
   returned: always
   type: list
@@ -425,9 +425,11 @@ def udev_apply(module, root, names, rules_path):
     if not udevadm:
         module.warn('udevadm not found: %s takes effect at the next boot.' % rules_path)
         return
+    if not os.path.exists(files.root_path(root, '/run/udev/control')):
+        return  # udevd is not running (a chroot, a container, a minimal host): it reads the file when it starts.
     module.run_command([udevadm, 'control', '--reload'], check_rc=True)
-    if not os.path.exists(files.root_path(root, '/run/udev/control')) or not names:
-        return  # udevd is not running (a chroot or container): nothing to trigger.
+    if not names:
+        return
     cmd = [udevadm, 'trigger', '--action=change', '--subsystem-match=block']
     for name in names:
         cmd.append('--sysname-match=%s' % name)
@@ -444,11 +446,14 @@ def run(module, root):
     rules_path = p['rules_file']
     rules_full = files.root_path(root, rules_path)
 
-    before_text = files.read_text(rules_full)
     try:
+        before_text = files.read_text(rules_full)
         rules, baselines = udev_rules.parse(before_text, rules_path)
     except udev_rules.RulesFileError as e:
         module.fail_json(msg=str(e))
+    except (IOError, OSError) as e:
+        module.fail_json(msg='cannot read the rules file %s: %s. rules_file must be a file path (needs root).'
+                             % (rules_path, e))
     new_rules, new_baselines = dict(rules), dict(baselines)
 
     file_conflicts = [dict(c, source='udev rule') for c in udev_rules.competing_rules(root, rules_path)]
@@ -528,6 +533,15 @@ def run(module, root):
             blockdev.check_writable(root, entry['name'])
         except blockdev.BlockDeviceError as e:
             module.fail_json(msg=str(e))
+    if file_changed:
+        rules_dir = os.path.dirname(rules_full)
+        probe = rules_dir
+        while not os.path.isdir(probe) and probe not in ('', '/'):
+            probe = os.path.dirname(probe)  # the directory will be created under the nearest existing one
+        if not files.can_create_in(probe, check_only=module.check_mode) or os.path.isdir(rules_full):
+            module.fail_json(msg='cannot write the rules file %s (%s is not writable, or the path is a directory). '
+                                 'Run as root (become: true) with rules_file pointing at a file under '
+                                 '/etc/udev/rules.d.' % (rules_path, probe))
 
     diff = [files.diff_entry(rules_path, before_text, after_text)]
     if tuned_plan:
@@ -542,10 +556,13 @@ def run(module, root):
             except blockdev.BlockDeviceError as e:
                 module.fail_json(msg=str(e), changed=True)
         if file_changed:
-            if after_text is None:
-                files.remove_file(rules_full)
-            else:
-                files.atomic_write(rules_full, after_text, 0o644, module=module)
+            try:
+                if after_text is None:
+                    files.remove_file(rules_full)
+                else:
+                    files.atomic_write(rules_full, after_text, 0o644, module=module)
+            except (IOError, OSError) as e:
+                module.fail_json(msg='writing the rules file %s failed: %s' % (rules_path, e), changed=True)
             udev_apply(module, root, [e['name'] for e in results], rules_path)
         if tuned_changed:
             try:
@@ -584,7 +601,7 @@ def run(module, root):
                             % (entry['name'], ' '.join(conflict['active_profiles']), conflict['instance'],
                                conflict['setting'], conflict['profile'], hint))
 
-    result = {'changed': changed, 'devices': results, 'rules_file': rules_path, 'skipped': plan.skipped,
+    result = {'changed': changed, 'devices': results, 'rules_file': rules_path, 'skipped_targets': plan.skipped,
               'tuned_profile': tuned.plan_summary(tuned_plan, tuned_changed)}
     if module._diff:
         result['diff'] = diff

@@ -462,12 +462,23 @@ def test_stacked_mounts_last_wins(host):
     assert blockdev.device_for_path(host.root, '/data')[0] == 'sdc'
 
 
-def test_later_mount_on_parent_hides_earlier_child_mount(host):
+def test_later_mount_on_parent_hides_earlier_child_mount(host, monkeypatch):
+    # On a real host stat(path).st_dev says which filesystem is visible at the path.
     host.add_disk('sdb', '8:16')
     host.add_disk('sdc', '8:32')
     host.mount('8:16', '/opt/aem', 'xfs', '/dev/sdb')
     host.mount('8:32', '/opt', 'xfs', '/dev/sdc')
+    monkeypatch.setattr(blockdev, '_stat_majmin', lambda root, path: '8:32')
     assert blockdev.find_mount(host.root, '/opt/aem')['source'] == '/dev/sdc'
+
+
+def test_mountinfo_is_not_in_mount_order_longest_mount_point_wins(host):
+    # /proc can be listed before / (parent ids, not order, give the tree): /proc/self is on proc.
+    host.add_disk('sdb', '8:16')
+    host.mount('0:21', '/proc', 'proc', 'proc')
+    host.mount('8:16', '/', 'ext4', '/dev/sdb')
+    assert blockdev.find_mount(host.root, '/proc/self')['fstype'] == 'proc'
+    assert blockdev.find_mount(host.root, '/etc')['source'] == '/dev/sdb'
 
 
 def test_find_mount_not_strict_returns_none(host):
