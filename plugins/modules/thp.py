@@ -138,6 +138,7 @@ from ansible_collections.aemops.os_tuning.plugins.module_utils import bootloader
 ROOT = '/'
 KEY = 'transparent_hugepage'
 
+
 def resolve_persist(module, root, tuned_adm):
     persist = module.params['persist']
     have_tuned = bool(tuned_adm) and bool(tuned.active_profiles(root))
