@@ -195,6 +195,10 @@ molecule: venv ## molecule test of the VM scenarios; syntax check of the rhel* s
 run: venv ## The main job: boot the VM preset (RHEL 8 on Nitro) and fix it with playbooks/migrate-aem.yml
 	scripts/run-demo
 
+.PHONY: bench
+bench: venv ## Measure on the VM: io_probe at read-ahead 4096/128/32 KiB, and role vs manual playbook; writes bench/RESULTS.md
+	bench/run.sh
+
 .PHONY: build-test ee
 build-test: venv ## Build the tarball, install it elsewhere, use it by FQCN only (ansible-doc, syntax checks)
 	scripts/build-install-test

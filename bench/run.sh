@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+#
+# make bench: measure on the test VM ("RHEL 8 on Nitro" preset, tests/vm/)
+#
+#   1. Effect: read amplification and p50/p99 latency of random 8 KiB mmap reads (the
+#      aemops.os_tuning.io_probe module, run with `ansible -m`) on an NVMe data disk (ext4
+#      made here) and on the AEM repository's LV (XFS on dm-0), at read-ahead 4096 KiB (the
+#      preset, tuned throughput-performance), 128 KiB (the kernel default, RHEL 7) and 32 KiB
+#      (the role's value). tuned is stopped for this phase and read-ahead is written to sysfs
+#      before each probe; the probe reads the value back and the run fails on a mismatch.
+#      BENCH_RUNS rounds, the order of the read-ahead values rotated each round; one seed per
+#      round, the same for every device and value.
+#   2. Cost: wall time and executed tasks of the aem_tuning role (bench/playbooks/role.yml)
+#      against a hand-written ansible.builtin playbook doing the same (bench/playbooks/manual.yml):
+#      a first run of each that applies, then BENCH_RUNS repeat runs of each (no change expected).
+#      Between them, one probe per device at the value the role left, with tuned running.
+#   3. bench/results.json (everything measured, committed) and bench/RESULTS.md (tables and
+#      notes, rendered from the JSON by bench/report.py). Raw outputs and logs go to bench/raw/
+#      (not committed).
+#
+# The VM is always stopped (trap). Environment: BENCH_RUNS (3), BENCH_SIZE_MB (256),
+# BENCH_READS (2000), AEMOPS_VM_RUN (default: a new directory under $TMPDIR).
+# Render again from the JSON without a VM: .venv/bin/python bench/report.py render bench/results.json bench/RESULTS.md
+set -euo pipefail
+cd "$(dirname "$0")/.."
+top=$PWD
+
+runs=${BENCH_RUNS:-3}
+size_mb=${BENCH_SIZE_MB:-256}
+reads=${BENCH_READS:-2000}
+record_kb=8
+read_aheads=(4096 128 32)
+nvme_link=/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_vol0aaaaaaaaaaaaaaaa
+nvme_mnt=/srv/nvme-probe
+lv_path=/srv/aem/crx-quickstart/repository
+
+export AEMOPS_VM_RUN=${AEMOPS_VM_RUN:-$(mktemp -d "${TMPDIR:-/tmp}/aemops-bench-vm.XXXXXX")}
+export ANSIBLE_COLLECTIONS_PATH=$top/.collections
+export ANSIBLE_PIPELINING=true ANSIBLE_NOCOLOR=1
+export PATH=$top/.venv/bin:$PATH
+vm=$top/tests/vm/vm.sh
+py=$top/.venv/bin/python
+report=$top/bench/report.py
+raw=$top/bench/raw
+inventory=$AEMOPS_VM_RUN/inventory.ini
+
+trap '"$vm" down --purge' EXIT
+
+log() { printf '[bench %s] %s\n' "$(date +%T)" "$*"; }
+guest() { "$vm" ssh "$@"; }
+hostload() { cut -d' ' -f1 /proc/loadavg; }
+now() { date +%s.%N; }
+
+[ -x "$py" ] || { echo "bench: $py missing: run make venv first" >&2; exit 1; }
+case $runs in '' | *[!0-9]* | 0) echo "bench: BENCH_RUNS must be a positive integer" >&2; exit 2 ;; esac
+rm -rf "$raw"
+mkdir -p "$raw/probes" "$raw/cost" "$raw/reports"
+start=$(date +%s)
+date -u +%Y-%m-%dT%H:%M:%SZ >"$raw/started"
+
+log "booting the VM in $AEMOPS_VM_RUN"
+"$vm" up
+"$vm" inventory >/dev/null
+"$vm" facts | tee "$raw/facts-preset.txt"
+
+log "making ext4 on the NVMe disk $nvme_link, mounted at $nvme_mnt"
+guest bash -s -- "$nvme_link" "$nvme_mnt" <<'EOF'
+set -euo pipefail
+dev=$(readlink -f "$1")
+mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 -L nvmeprobe "$dev"
+mkdir -p "$2"
+mount -o noatime "$dev" "$2"
+udevadm settle
+EOF
+
+# Device names (the governing devices) and the environment, as KEY=VALUE lines.
+guest bash -s -- "$nvme_link" "$nvme_mnt" "$lv_path" >"$raw/env-guest.txt" <<'EOF'
+set -euo pipefail
+nvme=$(basename "$(readlink -f "$1")")
+lv=$(basename "$(readlink -f /dev/mapper/vg_aem-lv_repo)")
+echo "nvme_dev=$nvme"
+echo "lv_dev=$lv"
+echo "nvme_model=$(cat "/sys/block/$nvme/device/model" | xargs)"
+echo "nvme_serial=$(cat "/sys/block/$nvme/device/serial" | xargs)"
+echo "nvme_size_mib=$(($(cat "/sys/block/$nvme/size") / 2048))"
+echo "nvme_fs=$(findmnt -n -o FSTYPE "$2")"
+echo "lv_name=vg_aem/lv_repo"
+echo "lv_slaves=$(ls "/sys/block/$lv/slaves" | paste -sd, -)"
+echo "lv_size_mib=$(($(cat "/sys/block/$lv/size") / 2048))"
+echo "lv_fs=$(findmnt -n -o FSTYPE --target "$3")"
+echo "kernel=$(uname -r)"
+echo "os=$(. /etc/os-release && echo "$PRETTY_NAME")"
+echo "cpus=$(nproc)"
+echo "cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+echo "mem_mib=$(($(sed -n 's/^MemTotal: *\([0-9]*\) kB/\1/p' /proc/meminfo) / 1024))"
+echo "tuned=$(dpkg-query -W -f='${Version}' tuned)"
+echo "tuned_profile=$(tuned-adm active | sed 's/^.*: //')"
+echo "preset_read_ahead_kb=$nvme:$(cat "/sys/block/$nvme/queue/read_ahead_kb") $lv:$(cat "/sys/block/$lv/queue/read_ahead_kb")"
+echo "thp=$(cat /sys/kernel/mm/transparent_hugepage/enabled)"
+EOF
+{
+  echo "accel=$(cat "$AEMOPS_VM_RUN/accel")"
+  echo "qemu=$(qemu-system-x86_64 --version | awk 'NR==1{print $4}')"
+  echo "disk_cache=$(grep -o 'cache=[a-z]*' tests/vm/lib.sh | head -1)"
+  echo "overlay_fs=$(df -T "$AEMOPS_VM_RUN" | awk 'NR==2{print $2}')"
+  echo "host_kernel=$(uname -r)"
+  echo "host_cpus=$(nproc)"
+  echo "host_cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+  echo "host_mem_mib=$(($(sed -n 's/^MemTotal: *\([0-9]*\) kB/\1/p' /proc/meminfo) / 1024))"
+  echo "ansible=$(ansible --version | sed -n '1s/^ansible \[core \(.*\)\]$/\1/p')"
+  echo "git_commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- plugins roles || echo ' (plugins/roles modified)')"
+  echo "runs=$runs"
+  echo "size_mb=$size_mb"
+  echo "reads=$reads"
+  echo "record_kb=$record_kb"
+  echo "read_aheads=${read_aheads[*]}"
+} >"$raw/env-host.txt"
+nvme_dev=$(sed -n 's/^nvme_dev=//p' "$raw/env-guest.txt")
+lv_dev=$(sed -n 's/^lv_dev=//p' "$raw/env-guest.txt")
+
+# probe LABEL PATH RA_KB ROUND SEED: one io_probe through Ansible; RA_KB is what the probe must find.
+probe() {
+  local label=$1 path=$2 ra=$3 round=$4 seed=$5 out load rc=0 try
+  out=$raw/probes/$label-ra$ra-$round
+  for try in 1 2; do
+    load=$(hostload)
+    rc=0
+    ansible -i "$inventory" aemvm -m aemops.os_tuning.io_probe \
+      -a "path=$path size_mb=$size_mb reads=$reads record_kb=$record_kb method=mmap seed=$seed timeout=120" \
+      >"$out.out" 2>"$out.err" || rc=$?
+    if [ "$rc" = 0 ]; then break; fi
+    log "probe $label ra=$ra round $round failed (rc $rc, try $try): $(tail -c 600 "$out.out")"
+    [ "$try" = 2 ] && return 1
+    sleep 5
+  done
+  "$py" "$report" probe-record --label "$label" --read-ahead "$ra" --round "$round" --seed "$seed" \
+    --load "$load" --out "$out.json" <"$out.out"
+}
+
+log "effect: tuned stopped (it would set read-ahead back); read-ahead written to sysfs before each probe"
+guest 'systemctl stop tuned && systemctl is-active tuned || true' >"$raw/tuned-stopped.txt"
+for round in $(seq 1 "$runs"); do
+  seed=$((4241 + round))
+  rot=$(((round - 1) % ${#read_aheads[@]}))
+  order=("${read_aheads[@]:rot}" "${read_aheads[@]:0:rot}")
+  for ra in "${order[@]}"; do
+    guest "echo $ra > /sys/block/$nvme_dev/queue/read_ahead_kb && echo $ra > /sys/block/$lv_dev/queue/read_ahead_kb"
+    probe nvme "$nvme_mnt" "$ra" "$round" "$seed"
+    probe lv "$lv_path" "$ra" "$round" "$seed"
+    log "round $round/$runs, read-ahead $ra KiB: $("$py" "$report" brief "$raw/probes/nvme-ra$ra-$round.json" "$raw/probes/lv-ra$ra-$round.json")"
+  done
+done
+
+log "starting tuned again: the preset (4096 KiB) must come back before the role runs"
+guest systemctl start tuned
+"$vm" wait
+guest "cat /sys/block/$nvme_dev/queue/read_ahead_kb /sys/block/$lv_dev/queue/read_ahead_kb" >"$raw/ra-before-role.txt"
+if [ "$(sort -u "$raw/ra-before-role.txt")" != 4096 ]; then
+  echo "bench: tuned did not restore 4096 KiB: $(paste -sd' ' "$raw/ra-before-role.txt")" >&2
+  exit 1
+fi
+
+# play KIND ROUND: one ansible-playbook run of bench/playbooks/KIND.yml, timed; ROUND 0 is the first run.
+play() {
+  local kind=$1 round=$2 out=$raw/cost/$1-$2 load t0 t1 rc=0
+  load=$(hostload)
+  t0=$(now)
+  BENCH_REPORT_DIR=$raw/reports ansible-playbook -i "$inventory" "bench/playbooks/$kind.yml" >"$out.log" 2>&1 || rc=$?
+  t1=$(now)
+  "$py" "$report" cost-record --kind "$kind" --round "$round" --start "$t0" --end "$t1" --rc "$rc" \
+    --load "$load" --out "$out.json" <"$out.log"
+  log "$kind run $round: $("$py" "$report" brief "$out.json")"
+  if [ "$rc" != 0 ]; then
+    tail -40 "$out.log" >&2
+    echo "bench: bench/playbooks/$kind.yml failed (rc $rc); log in $out.log" >&2
+    return 1
+  fi
+}
+
+log "cost: the role, first run (applies)"
+play role 0
+log "cross-check: one probe per device at the value the role left, tuned running"
+probe nvme "$nvme_mnt" 32 role 4242
+probe lv "$lv_path" 32 role 4242
+log "cost: the role, $runs repeat runs"
+for round in $(seq 1 "$runs"); do play role "$round"; done
+log "cost: the manual playbook, first run (applies), then $runs repeat runs"
+for round in $(seq 0 "$runs"); do play manual "$round"; done
+"$vm" facts >"$raw/facts-end.txt"
+
+"$vm" down --purge
+end=$(date +%s)
+echo $((end - start)) >"$raw/duration_s"
+"$py" "$report" collect "$raw" bench/results.json
+"$py" "$report" render bench/results.json bench/RESULTS.md
+log "done in $(((end - start) / 60)) min $(((end - start) % 60)) s: bench/RESULTS.md, bench/results.json (raw outputs in bench/raw/)"
