@@ -22,6 +22,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
+import hashlib
 import os
 import re
 
@@ -313,3 +314,20 @@ def nitro_host(root):
     host.mount('253:0', '/opt/aem', 'xfs', '/dev/mapper/vg_aem-lv_repo')
     host.mkdir('/opt/aem/crx-quickstart/repository/segmentstore')
     return host
+
+
+def tree_checksum(root):
+    """Content, mode and link target of everything under ``root``."""
+    result = {}
+    for directory, dirs, names in os.walk(root):
+        for name in sorted(dirs + names):
+            full = os.path.join(directory, name)
+            rel = os.path.relpath(full, root)
+            if os.path.islink(full):
+                result[rel] = ('link', os.readlink(full))
+            elif os.path.isdir(full):
+                result[rel] = ('dir', oct(os.stat(full).st_mode))
+            else:
+                with open(full, 'rb') as f:
+                    result[rel] = ('file', oct(os.stat(full).st_mode), hashlib.sha1(f.read()).hexdigest())
+    return result

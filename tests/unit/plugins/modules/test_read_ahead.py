@@ -16,7 +16,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import hashlib
 import os
 
 import pytest
@@ -27,7 +26,7 @@ from ansible_collections.aemops.os_tuning.plugins.modules import read_ahead
 from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import (
     AnsibleExitJson, AnsibleFailJson, set_module_args,
 )
-from fakehost import nitro_host
+from fakehost import nitro_host, tree_checksum
 
 RULES = udev_rules.RULES_FILE
 LV_UUID = 'LVM-' + 'x' * 64
@@ -100,23 +99,6 @@ class FakeTools(object):
     def ran(self, tool, *words):
         """The recorded invocations of ``tool`` (optionally only those containing ``words``)."""
         return [c for c in self.calls if os.path.basename(c[0]) == tool and all(w in c for w in words)]
-
-
-def tree_checksum(root):
-    """Content, mode and link target of everything under ``root``."""
-    result = {}
-    for directory, dirs, names in os.walk(root):
-        for name in sorted(dirs + names):
-            full = os.path.join(directory, name)
-            rel = os.path.relpath(full, root)
-            if os.path.islink(full):
-                result[rel] = ('link', os.readlink(full))
-            elif os.path.isdir(full):
-                result[rel] = ('dir', oct(os.stat(full).st_mode))
-            else:
-                with open(full, 'rb') as f:
-                    result[rel] = ('file', oct(os.stat(full).st_mode), hashlib.sha1(f.read()).hexdigest())
-    return result
 
 
 class Env(object):

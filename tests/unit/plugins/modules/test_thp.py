@@ -23,7 +23,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
-import hashlib
 import json
 import os
 import stat
@@ -37,7 +36,7 @@ from ansible_collections.aemops.os_tuning.plugins.modules import thp as thp_modu
 from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import (
     AnsibleExitJson, AnsibleFailJson, set_module_args,
 )
-from fakehost import THP_DIR, THP_DIR_RHEL6, FakeHost
+from fakehost import THP_DIR, THP_DIR_RHEL6, FakeHost, tree_checksum
 
 BASELINE = thp.BASELINE_FILE
 CHILD = '/etc/tuned/%s/tuned.conf' % tuned.CHILD_PROFILE
@@ -304,23 +303,6 @@ sys.exit(main())
 '''
 
 READ_ONLY_CALLS = (['--info=ALL'], ['-', 'list'], ['--version'])
-
-
-def tree_checksum(root):
-    """Content, mode and link target of everything under ``root``."""
-    result = {}
-    for directory, dirs, names in os.walk(root):
-        for name in sorted(dirs + names):
-            full = os.path.join(directory, name)
-            rel = os.path.relpath(full, root)
-            if os.path.islink(full):
-                result[rel] = ('link', os.readlink(full))
-            elif os.path.isdir(full):
-                result[rel] = ('dir', oct(os.stat(full).st_mode))
-            else:
-                with open(full, 'rb') as f:
-                    result[rel] = ('file', oct(os.stat(full).st_mode), hashlib.sha1(f.read()).hexdigest())
-    return result
 
 
 class Env(object):

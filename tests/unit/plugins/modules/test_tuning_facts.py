@@ -21,7 +21,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
-import hashlib
 import os
 import shutil
 
@@ -31,7 +30,7 @@ from ansible.module_utils import basic
 from ansible_collections.aemops.os_tuning.plugins.module_utils import files, thp, tuned, udev_rules
 from ansible_collections.aemops.os_tuning.plugins.modules import tuning_facts
 from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import AnsibleExitJson, set_module_args
-from fakehost import FakeHost, nitro_host
+from fakehost import FakeHost, nitro_host, tree_checksum
 
 RULES = udev_rules.RULES_FILE
 CHILD = '/etc/tuned/%s/tuned.conf' % tuned.CHILD_PROFILE
@@ -141,23 +140,6 @@ class FakeTools(object):
 
     def ran(self, tool):
         return [c for c in self.calls if os.path.basename(c[0]) == tool]
-
-
-def tree_checksum(root):
-    """Content, mode and link target of everything under ``root``."""
-    result = {}
-    for directory, dirs, names in os.walk(root):
-        for name in sorted(dirs + names):
-            full = os.path.join(directory, name)
-            rel = os.path.relpath(full, root)
-            if os.path.islink(full):
-                result[rel] = ('link', os.readlink(full))
-            elif os.path.isdir(full):
-                result[rel] = ('dir', oct(os.stat(full).st_mode))
-            else:
-                with open(full, 'rb') as f:
-                    result[rel] = ('file', oct(os.stat(full).st_mode), hashlib.sha1(f.read()).hexdigest())
-    return result
 
 
 class Env(object):
