@@ -7,6 +7,7 @@
 # re-running any target is fast when nothing changed):
 #   .venv              Python 3.11, ansible-core 2.16 + every controller tool (requirements/dev.txt)
 #   .cache/venv-2.19   Python 3.11, ansible-core 2.19 + pytest (requirements/core-2.19.txt)
+#   .cache/venv-2.21   Python 3.12, ansible-core 2.21, the newest (requirements/core-2.21.txt)
 #   .cache/py2.7       pyenv 2.7.18, pytest 4.6 + mock + virtualenv (requirements/py2.7.txt)
 #   .cache/py3.6       pyenv 3.6.15, pytest 7.0 (requirements/py3.6.txt)
 #   .collections/ansible_collections/aemops/os_tuning -> ../../..  (see ansible.cfg)
@@ -28,17 +29,23 @@ NAME      := $(shell sed -n 's/^name: *//p' galaxy.yml)
 
 VENV      := .venv
 VENV_219  := .cache/venv-2.19
+VENV_221  := .cache/venv-2.21
 COLL_LINK := .collections/ansible_collections/$(NAMESPACE)/$(NAME)
 
 # Interpreter for both controller venvs (resolved lazily: pyenv first, then PATH).
 CONTROLLER_PYTHON_VERSION := 3.11
 CONTROLLER_PYTHON = $(shell scripts/find-python $(CONTROLLER_PYTHON_VERSION))
+# ansible-core 2.20 and newer run on Python 3.12 or newer only.
+NEWEST_CONTROLLER_PYTHON_VERSION := 3.12
+NEWEST_CONTROLLER_PYTHON = $(shell scripts/find-python $(NEWEST_CONTROLLER_PYTHON_VERSION))
 
 # Target Pythons of ansible-test's multi-version sanity tests (compile, import).
 # RHEL 7: 2.7; RHEL 8: 3.6 (platform-python); RHEL 9: 3.9; 3.11/3.12: AppStream and the
 # controller. ansible-core 2.19 supports targets from 3.8 on only.
 SANITY_PYTHONS_216 ?= 2.7 3.6 3.9 3.11 3.12
 SANITY_PYTHONS_219 ?= 3.9 3.11 3.12 3.13
+# ansible-core 2.21 supports targets from 3.9 on.
+SANITY_PYTHONS_221 ?= 3.9 3.11 3.12 3.13
 # Interpreters for `make compat` (module and module_utils unit tests).
 COMPAT_PYTHONS ?= 2.7 3.6
 
@@ -62,17 +69,22 @@ help: ## Show this help
 # Environments
 
 .PHONY: venv
-venv: ## Controller venvs (.venv: core 2.16 + tools; .cache/venv-2.19), .collections link, ansible-test cache
-	@py="$(CONTROLLER_PYTHON)"; \
+venv: ## Controller venvs (.venv: core 2.16 + tools; .cache/venv-2.19, .cache/venv-2.21), .collections link, ansible-test cache
+	@py="$(CONTROLLER_PYTHON)"; newest="$(NEWEST_CONTROLLER_PYTHON)"; \
 	if [ -z "$$py" ]; then \
 	  echo "make venv: no Python $(CONTROLLER_PYTHON_VERSION) found (pyenv install $(CONTROLLER_PYTHON_VERSION), or apt-get install python3.11-venv)" >&2; \
 	  exit 1; \
 	fi; \
+	if [ -z "$$newest" ]; then \
+	  echo "make venv: no Python $(NEWEST_CONTROLLER_PYTHON_VERSION) found for ansible-core 2.21 (pyenv install $(NEWEST_CONTROLLER_PYTHON_VERSION))" >&2; \
+	  exit 1; \
+	fi; \
 	scripts/mkvenv "$$py" $(VENV) requirements/dev.txt; \
-	scripts/mkvenv "$$py" $(VENV_219) requirements/core-2.19.txt
+	scripts/mkvenv "$$py" $(VENV_219) requirements/core-2.19.txt; \
+	scripts/mkvenv "$$newest" $(VENV_221) requirements/core-2.21.txt
 	@mkdir -p $(dir $(COLL_LINK))
 	@ln -sfn ../../.. $(COLL_LINK)
-	@scripts/seed-ansible-test-cache $(VENV)/bin/python $(VENV_219)/bin/python
+	@scripts/seed-ansible-test-cache $(VENV)/bin/python $(VENV_219)/bin/python $(VENV_221)/bin/python
 
 .PHONY: pyenvs
 pyenvs: ## Target-interpreter envs .cache/py2.7 and .cache/py3.6 (from pyenv) for compat and sanity
@@ -91,6 +103,7 @@ lock: ## Re-resolve requirements/*.in into the pinned requirements/*.txt
 	@py="$(CONTROLLER_PYTHON)"; \
 	scripts/lock-requirements requirements/dev.in "$$py"; \
 	scripts/lock-requirements requirements/core-2.19.in "$$py"; \
+	scripts/lock-requirements requirements/core-2.21.in "$(NEWEST_CONTROLLER_PYTHON)"; \
 	for v in $(COMPAT_PYTHONS); do \
 	  scripts/lock-requirements requirements/py$$v.in "$$(scripts/find-python $$v)"; \
 	done
@@ -131,8 +144,8 @@ lint-docs: venv ## antsibull-docs: validate plugin DOCUMENTATION/EXAMPLES/RETURN
 # (needs the shellcheck binary: .ci/run installs it; under CI=true its absence fails).
 # tests/sanity/ignore-2.16.txt and ignore-2.19.txt stay empty: fix the code instead.
 
-.PHONY: sanity sanity-2.16 sanity-2.19
-sanity: sanity-2.16 sanity-2.19 ## ansible-test sanity with ansible-core 2.16 and 2.19
+.PHONY: sanity sanity-2.16 sanity-2.19 sanity-2.21
+sanity: sanity-2.16 sanity-2.19 sanity-2.21 ## ansible-test sanity with ansible-core 2.16, 2.19 and 2.21
 
 sanity-2.16: venv pyenvs ## ansible-test sanity, core 2.16, targets from SANITY_PYTHONS_216
 	@targets=$$(scripts/target-pythons $(SANITY_PYTHONS_216)); \
@@ -142,17 +155,24 @@ sanity-2.19: venv ## ansible-test sanity, core 2.19, targets from SANITY_PYTHONS
 	@targets=$$(scripts/target-pythons $(SANITY_PYTHONS_219)); \
 	scripts/sanity 2.19 $(VENV_219) $$targets -- $(SANITY_ARGS)
 
+sanity-2.21: venv ## ansible-test sanity, core 2.21 (the newest), targets from SANITY_PYTHONS_221
+	@targets=$$(scripts/target-pythons $(SANITY_PYTHONS_221)); \
+	scripts/sanity 2.21 $(VENV_221) $$targets -- $(SANITY_ARGS)
+
 # ---------------------------------------------------------------------------------------
 # Unit tests (see scripts/run-unit)
 
-.PHONY: unit unit-2.16 unit-2.19 compat
-unit: unit-2.16 unit-2.19 ## pytest tests/unit with ansible-core 2.16 and 2.19 (Python 3.11)
+.PHONY: unit unit-2.16 unit-2.19 unit-2.21 compat
+unit: unit-2.16 unit-2.19 unit-2.21 ## pytest tests/unit with ansible-core 2.16, 2.19 (Python 3.11) and 2.21 (3.12)
 
 unit-2.16: venv ## pytest tests/unit, ansible-core 2.16
 	scripts/run-unit core-2.16 $(VENV)/bin/python - $(UNIT_DIRS) -- $(PYTEST_ARGS)
 
 unit-2.19: venv ## pytest tests/unit, ansible-core 2.19
 	scripts/run-unit core-2.19 $(VENV_219)/bin/python - $(UNIT_DIRS) -- $(PYTEST_ARGS)
+
+unit-2.21: venv ## pytest tests/unit, ansible-core 2.21 (the newest)
+	scripts/run-unit core-2.21 $(VENV_221)/bin/python - $(UNIT_DIRS) -- $(PYTEST_ARGS)
 
 compat: venv pyenvs ## Module and module_utils unit tests on Python 2.7 and 3.6 (core 2.16 module_utils)
 	@failed=; \

@@ -31,12 +31,53 @@ options:
     type: list
     elements: path
     default: []
+  intent:
+    description:
+      - What the caller (the C(aem_tuning) role) wants of the host. When given, the module resolves the targets,
+        checks every value that the C(read_ahead) and C(thp) modules would refuse, and fails naming each one,
+        before anything is written (the snapshot included). It also returns C(compliance) with the misses.
+      - Keys (all optional) C(state) (V(present) or V(absent)), C(read_ahead_kb), C(paths) (given repository
+        paths; when empty, the first of C(candidates) that exists is the target), C(candidates), C(devices),
+        C(underlying), C(thp), C(thp_defrag), C(thp_persist), and C(thp_persist_effective) (what the C(thp)
+        module reported it persists, for the command-line check).
+    type: dict
+  snapshot:
+    description:
+      - Keep the snapshot of the host from before the collection's first change in O(snapshot.path), as an
+        Ansible local fact (JSON). V(present) writes it once, when it does not exist, with mode 0644, creating the
+        directory if needed (recorded in the snapshot, so that V(absent) removes it again when it is empty).
+        V(absent) removes it, and the directories it created.
+      - Written only after O(intent) passed its checks. Returned under C(snapshot) either way.
+    type: dict
+    suboptions:
+      path:
+        description: The snapshot file.
+        type: path
+        default: /etc/ansible/facts.d/aem_tuning_before.fact
+      state:
+        description: V(present) to write it once, V(absent) to remove it, V(query) to only read it.
+        type: str
+        choices: [present, absent, query]
+        default: query
+  fail_on_invalid:
+    description:
+      - With O(intent), fail (having written nothing) when a value is invalid for this host. V(false) lists
+        each such error as a miss of kind C(invalid) instead, for a check after a change.
+    type: bool
+    default: true
+  verify:
+    description:
+      - Run C(tuned-adm verify) when a tuned profile is active, and read the failures tuned logs for it from
+        C(/var/log/tuned/tuned.log), into C(compliance.tuned_verify) (one result naming the devices and options).
+    type: bool
+    default: false
 notes:
   - Runs on the target's Python 2.7 (RHEL 7), 3.6 (RHEL 8 platform-python) and newer.
 attributes:
   check_mode:
     description: Can run in check mode and return changed status prediction without modifying target.
     support: full
+    details: O(snapshot) is only reported, not written or removed, in check mode.
   diff_mode:
     description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
@@ -51,6 +92,20 @@ EXAMPLES = r'''
     paths:
       - /opt/aem/crx-quickstart/repository
 
+- name: Check a host against what the role wants, and run tuned-adm verify
+  aemops.os_tuning.tuning_facts:
+    intent:
+      read_ahead_kb: 32
+      paths: [/opt/aem/crx-quickstart/repository]
+      thp: never
+    verify: true
+  register: tuning
+
+- name: Fail with the misses
+  ansible.builtin.assert:
+    that: tuning.ansible_facts.os_tuning.compliance.misses | length == 0
+    fail_msg: "{{ tuning.ansible_facts.os_tuning.compliance.misses | map(attribute='message') | list }}"
+
 - name: Show the read-ahead of the device that governs the repository
   ansible.builtin.debug:
     msg: "{{ ansible_facts.os_tuning.paths['/opt/aem/crx-quickstart/repository'] }}"
@@ -63,7 +118,14 @@ ansible_facts:
   type: dict
   contains:
     os_tuning:
-      description: Keys C(block_devices), C(mounts), C(paths), C(thp), C(tuned), C(managed_files), C(conflicts), C(os).
+      description:
+        - Keys C(block_devices), C(mounts), C(paths), C(thp), C(tuned), C(managed_files), C(conflicts), C(os),
+          C(clock) (the host's own time, C(epoch) and C(iso)), C(errors), and C(snapshot) (the recorded snapshot,
+          or null).
+        - With O(intent), also C(plan) (C(targets), the chosen repository paths; C(devices), each given device's
+          kernel name; C(underlying); C(page_kb); C(warnings)) and C(compliance) (C(misses), a list of
+          C(subject), C(kind), C(message); C(compliant); C(tuned_verify) with C(rc), C(passed), C(failures),
+          C(summary), or null when not run).
       type: dict
       sample:
         block_devices:
@@ -74,10 +136,14 @@ ansible_facts:
         tuned: {installed: true, running: true, active_profiles: [virtual-guest], version: "2.21.0"}
 '''
 
+import json
 import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, bootloader, files, thp, tuned, udev_rules
+from ansible.module_utils.six import string_types
+from ansible_collections.aemops.os_tuning.plugins.module_utils import (
+    blockdev, bootloader, compliance, files, thp, tuned, udev_rules)
 
 ROOT = '/'
 SKIP_PREFIXES = ('ram', 'zram', 'sr', 'fd')
@@ -231,7 +297,137 @@ def guarded(errors, what, default, fn, *args):
         return default
 
 
+TUNED_LOG = '/var/log/tuned/tuned.log'
+LOG_TAIL_BYTES = 256 * 1024
+SNAPSHOT_KEYS_LEFT_OUT = ('snapshot', 'plan', 'compliance')
+
+
+def read_tail(path, size):
+    """The last ``size`` bytes of ``path`` as text (undecodable bytes replaced), or None."""
+    try:
+        with open(path, 'rb') as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - size))
+            return f.read().decode('utf-8', 'replace')
+    except (IOError, OSError):
+        return None
+
+
+def resolve_intent(root, intent, path_facts):
+    """The targets the intent names, resolved on this host (see compliance.validate)."""
+    targets, errors, warnings = compliance.choose_targets(intent.get('paths') or [], intent.get('candidates') or [],
+                                                          path_facts)
+    devices, device_errors, underlying = {}, {}, {}
+    for spec in intent.get('devices') or []:
+        try:
+            devices[spec] = blockdev.whole_disk(root, blockdev.resolve_device(root, spec))
+        except blockdev.BlockDeviceError as e:
+            devices[spec], device_errors[spec] = None, str(e)
+    if intent.get('underlying'):
+        for name in [path_facts[p]['device'] for p in targets] + [n for n in devices.values() if n]:
+            underlying[name] = blockdev.underlying_disks(root, name)
+    return {'targets': targets, 'devices': devices, 'device_errors': device_errors, 'underlying': underlying,
+            'page_kb': compliance.page_kb_of(), 'errors': errors, 'warnings': warnings}
+
+
+def read_snapshot(root, path):
+    text = files.read_text(files.root_path(root, path))
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        return {'error': '%s is not valid JSON (%s): restore it from backup, or delete it to take a new snapshot.'
+                         % (path, e)}
+    return data if isinstance(data, dict) else {'error': '%s holds no JSON object: delete it.' % path}
+
+
+def write_snapshot(module, root, path, facts, now):
+    """Write the snapshot once; the directories created for it are recorded in it. Returns changed."""
+    if files.read_text(files.root_path(root, path)) is not None:
+        return False
+    if module.check_mode:
+        return True
+    created, directory = [], os.path.dirname(path)
+    while directory not in ('', '/') and not os.path.isdir(files.root_path(root, directory)):
+        created.insert(0, directory)
+        directory = os.path.dirname(directory)
+    for directory in created:
+        os.mkdir(files.root_path(root, directory), 0o755)
+    content = json.dumps({'taken': now['iso'], 'created_dirs': created,
+                          'os_tuning': dict((k, v) for k, v in facts.items() if k not in SNAPSHOT_KEYS_LEFT_OUT)},
+                         indent=2, sort_keys=True)
+    files.atomic_write(files.root_path(root, path), content + '\n', 0o644, module)
+    return True
+
+
+def remove_snapshot(module, root, path, snapshot):
+    """Remove the snapshot, and the (now empty) directories it recorded creating. Returns changed."""
+    if snapshot is None:
+        return False
+    if module.check_mode:
+        return True
+    files.remove_file(files.root_path(root, path))
+    created = snapshot.get('created_dirs') if isinstance(snapshot.get('created_dirs'), list) else []
+    # Only ancestors of the snapshot, deepest first: a hand-edited list cannot remove other directories.
+    ancestors = [d for d in created if isinstance(d, string_types) and path.startswith(d.rstrip('/') + '/')]
+    for directory in sorted(ancestors, key=len, reverse=True):
+        try:
+            os.rmdir(files.root_path(root, directory))
+        except OSError:
+            break  # not empty, or already gone: keep it and everything above it
+    return True
+
+
+def tuned_verify(module, root, tuned_info):
+    """``tuned-adm verify`` with the failures tuned logged for it, or None when no tuned profile is active."""
+    tuned_adm = module.get_bin_path('tuned-adm')
+    if not tuned_info.get('active_profiles') or not tuned_adm:
+        return None
+    rc, out, err = module.run_command([tuned_adm, 'verify'])
+    return compliance.parse_verify(rc, out, err, read_tail(files.root_path(root, TUNED_LOG), LOG_TAIL_BYTES))
+
+
+def check_intent(module, root, facts):
+    """Resolve and validate the intent; fail, having changed nothing, on any error."""
+    intent = module.params['intent'] = compliance.normalise_intent(module.params['intent'])
+    plan = resolve_intent(root, intent, facts['paths'])
+    errors = plan.pop('errors') + compliance.validate(facts, intent, plan)
+    plan['errors'] = errors
+    if errors and module.params['fail_on_invalid']:
+        module.fail_json(msg='nothing was changed: %s' % ' '.join(errors), errors=errors, changed=False,
+                         ansible_facts={'os_tuning': facts})
+    for warning in plan['warnings']:
+        module.warn(warning)
+    return plan
+
+
 def run(module, root):
+    """Gather; with an intent, validate it, then keep the snapshot, verify, and list the misses."""
+    now = time.time()
+    facts = gather(module, root)
+    facts['clock'] = {'epoch': now, 'iso': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))}
+    snap = module.params['snapshot'] or {'path': None, 'state': 'query'}
+    facts['snapshot'] = read_snapshot(root, snap['path']) if snap['path'] else None
+    plan = check_intent(module, root, facts) if module.params['intent'] is not None else None
+    changed = False
+    if snap['state'] == 'present' and (plan is None or not plan['errors']):
+        changed = write_snapshot(module, root, snap['path'], facts, facts['clock'])
+        facts['snapshot'] = facts['snapshot'] or read_snapshot(root, snap['path'])
+    elif snap['state'] == 'absent':
+        changed = remove_snapshot(module, root, snap['path'], facts['snapshot'])
+    verify = tuned_verify(module, root, facts['tuned']) if module.params['verify'] else None
+    if plan is not None:
+        facts['plan'] = plan
+        found = [compliance.miss('intent', 'invalid', e) for e in plan['errors']]
+        found += compliance.misses(facts, module.params['intent'], plan, verify)
+        facts['compliance'] = {'misses': found, 'compliant': not found, 'tuned_verify': verify}
+    elif verify is not None:
+        facts['compliance'] = {'misses': None, 'compliant': None, 'tuned_verify': verify}
+    return {'changed': changed, 'ansible_facts': {'os_tuning': facts}}
+
+
+def gather(module, root):
     errors = []
     files_facts, rules = guarded(errors, 'managed files', ({}, {}), managed_files, root)
     devices = guarded(errors, 'block devices', {}, block_devices, module, root, rules)
@@ -246,7 +442,7 @@ def run(module, root):
     facts = {
         'block_devices': devices,
         'mounts': guarded(errors, 'mounts', {}, mounts, root),
-        'paths': guarded(errors, 'paths', {}, resolve_paths, root, module.params['paths']),
+        'paths': guarded(errors, 'paths', {}, resolve_paths, root, wanted_paths(module.params)),
         'thp': guarded(errors, 'THP', {'runtime': None, 'error': 'unreadable'}, thp_facts, module, root, boot),
         'tuned': tuned_info,
         'managed_files': files_facts,
@@ -258,12 +454,30 @@ def run(module, root):
                'grubby': bool(boot['tools'].get('grubby')), 'tuned_version': tuned_info.get('version')},
         'errors': errors,
     }
-    return {'changed': False, 'ansible_facts': {'os_tuning': facts}}
+    return facts
+
+
+def wanted_paths(params):
+    """The paths to resolve: those asked for, and those the intent names or may choose from, once each."""
+    intent = params['intent'] or {}
+    result = []
+    for path in list(params['paths']) + list(intent.get('paths') or []) + list(intent.get('candidates') or []):
+        if path not in result:
+            result.append(path)
+    return result
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(paths=dict(type='list', elements='path', default=[])),
+        argument_spec=dict(
+            paths=dict(type='list', elements='path', default=[]),
+            intent=dict(type='dict'),
+            snapshot=dict(type='dict', options=dict(
+                path=dict(type='path', default='/etc/ansible/facts.d/aem_tuning_before.fact'),
+                state=dict(type='str', choices=['present', 'absent', 'query'], default='query'))),
+            verify=dict(type='bool', default=False),
+            fail_on_invalid=dict(type='bool', default=True),
+        ),
         supports_check_mode=True,
     )
     module.exit_json(**run(module, ROOT))

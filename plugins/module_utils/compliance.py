@@ -1,0 +1,274 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What the collection expects of a host, checked against its facts: the one home of the rules.
+
+Three pure functions over the facts that ``tuning_facts`` gathers (``ansible_facts.os_tuning``)
+and an *intent* (what the role, or a caller, wants):
+
+- ``validate(facts, intent, resolved)``: every value the modules would refuse, found before
+  anything on the host is touched, each error naming the thing and the fix;
+- ``misses(facts, intent, resolved, verify)``: what is not as it should be, one entry per thing;
+- ``parse_verify(rc, out, err, log_text)``: ``tuned-adm verify`` and the lines tuned logged for
+  it, reduced to one result that names the devices and options tuned found different.
+
+The intent keys are those of the role's public variables without the ``aem_tuning_`` prefix:
+``state``, ``read_ahead_kb``, ``paths``, ``candidates``, ``devices``, ``underlying``, ``thp``,
+``thp_defrag``, ``thp_persist``. ``resolved`` is what the caller resolved on the host with
+``blockdev`` (see tuning_facts): ``{'targets': [paths], 'devices': {spec: name or None},
+'underlying': {name: [disks]}, 'page_kb': N}``.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+
+from ansible.module_utils.six import integer_types, string_types
+
+CHILD_PROFILE = 'aemops-os-tuning'
+MAX_READ_AHEAD_KB = 65536
+THP_PERSIST = ('tuned', 'cmdline')
+
+# tuned/consts.py: STR_VERIFY_PROFILE_DEVICE_VALUE_FAIL and STR_VERIFY_PROFILE_VALUE_FAIL.
+# v2.11.0 to v2.14.0 log  "verify: failed: device %s: %s = %s, expected %s";
+# v2.15.0 and later quote: "verify: failed: device %s: '%s' = '%s', expected '%s'".
+# tuned/daemon/daemon.py (verify_profile) logs "verifying profile(s): %s" before each verify.
+_VERIFY_START = 'verifying profile(s):'
+_VERIFY_FAIL = re.compile(r"verify: failed: (?:device (?P<device>\S+): )?'?(?P<option>[^'=]+?)'? = "
+                          r"'?(?P<current>.*?)'?, expected '?(?P<expected>.*?)'?\s*$")
+_VERIFY_FAIL_OTHER = re.compile(r"verify: failed: (?P<what>.+?)\s*$")
+
+
+def page_kb_of(sysconf=None):
+    """The page size in KiB of the running kernel (4 on x86_64, 64 on some aarch64 kernels)."""
+    try:
+        size = (sysconf or os.sysconf)('SC_PAGE_SIZE')
+    except (AttributeError, ValueError, OSError):
+        return 4
+    return max(1, size // 1024)
+
+
+def read_ahead_error(kb, page_kb):
+    """Why ``kb`` cannot be set as read-ahead, or None. Shared with the read_ahead module."""
+    if isinstance(kb, bool) or not isinstance(kb, integer_types):
+        return 'read_ahead_kb must be a whole number of KiB (for example 32), not %r.' % (kb,)
+    if kb < 0 or kb > MAX_READ_AHEAD_KB:
+        return ('read_ahead_kb=%d is out of range: give KiB between 0 and %d (32 is the usual value for AEM '
+                'TarMK). Note blockdev --setra takes 512-byte sectors, not KiB.' % (kb, MAX_READ_AHEAD_KB))
+    if kb % page_kb:
+        return ('read_ahead_kb=%d is not a multiple of the page size (%d KiB): the kernel keeps read-ahead in pages '
+                'and would store %d. Use a multiple of %d.' % (kb, page_kb, kb - kb % page_kb, page_kb))
+    return None
+
+
+_ASCII_DIGITS = re.compile(r'^[0-9]+$')
+
+
+def normalise_intent(intent):
+    """The intent with typed values. Templating may hand over ``'32'`` or ``'True'`` as text (ansible-core
+    before 2.19 renders to strings); only ASCII digits make a number, and a boolean is never one."""
+    result = dict(intent)
+    kb = result.get('read_ahead_kb')
+    if isinstance(kb, string_types) and _ASCII_DIGITS.match(kb):
+        result['read_ahead_kb'] = int(kb)
+    for key in ('underlying',):
+        value = result.get(key)
+        if isinstance(value, string_types):
+            result[key] = value.strip().lower() in ('1', 'true', 'yes', 'on')
+    for key in ('paths', 'candidates', 'devices', 'thp_persist', 'thp_persist_effective'):
+        if result.get(key) in ('', None):
+            result[key] = [] if key != 'thp_persist_effective' else None
+    return result
+
+
+def choose_targets(paths, candidates, path_facts):
+    """The repository paths to tune: the given ones that exist; the first candidate found only when none was given.
+
+    Returns (targets, errors, warnings). A mistyped explicit path must not tune another filesystem.
+    """
+    found = [p for p in path_facts if 'error' not in path_facts[p]]
+    if paths:
+        targets = [p for p in paths if p in found]
+        missing = [p for p in paths if p not in found]
+        warnings = ['%s: %s; skipped' % (p, path_facts.get(p, {}).get('error', 'not resolved')) for p in missing]
+        if not targets:
+            return [], ['none of the given aem_tuning_paths exists or resolves to a block device: %s. Correct '
+                        'aem_tuning_paths (the crx-quickstart/repository directory), or set aem_tuning_devices.'
+                        % '; '.join('%s (%s)' % (p, path_facts.get(p, {}).get('error', 'not resolved'))
+                                    for p in missing)], []
+        return targets, [], warnings
+    return [p for p in candidates if p in found][:1], [], []
+
+
+def validate(facts, intent, resolved):
+    """Every error a run with ``intent`` would hit in a module, found before any change. A list of strings."""
+    errors = []
+    present = intent.get('state', 'present') == 'present'
+    if intent.get('thp_persist'):
+        unknown = [p for p in intent['thp_persist'] if p not in THP_PERSIST]
+        if unknown:
+            errors.append('aem_tuning_thp_persist has unknown entries %s: use tuned and/or cmdline.'
+                          % ', '.join(unknown))
+    for spec, name in sorted(resolved.get('devices', {}).items()):
+        if name is None:
+            errors.append('aem_tuning_devices: %s is not a block device on this host (%s): correct or remove it.'
+                          % (spec, resolved.get('device_errors', {}).get(spec, 'not found')))
+    if not present:
+        return errors
+    error = read_ahead_error(intent.get('read_ahead_kb'), resolved.get('page_kb', 4))
+    if error:
+        errors.append(error.replace('read_ahead_kb', 'aem_tuning_read_ahead_kb', 1))
+    if not resolved.get('targets') and not resolved.get('devices') and not intent.get('paths'):
+        errors.append('no AEM repository found: none of the common install paths exists. Set aem_tuning_paths to '
+                      'the crx-quickstart/repository directory, or aem_tuning_devices.')
+    for name in _target_devices(facts, resolved):
+        info = facts.get('block_devices', {}).get(name)
+        if info is not None and not info.get('stable_id'):
+            errors.append('%s (%s) has no stable identity (serial, WWN, DM UUID) to persist its read-ahead by: '
+                          'tune the device above or below it instead.' % (name, info.get('type')))
+    runtime = (facts.get('thp') or {}).get('runtime') or {}
+    for attr, value in (('enabled', intent.get('thp')), ('defrag', intent.get('thp_defrag'))):
+        entry = runtime.get(attr)
+        if value and entry and entry.get('offered') and value not in entry['offered']:
+            errors.append('aem_tuning_thp%s=%s is not offered by this kernel, which offers: %s.'
+                          % ('' if attr == 'enabled' else '_defrag', value, ', '.join(entry['offered'])))
+    return errors
+
+
+def _target_devices(facts, resolved):
+    """Governing devices of the path targets and the device targets (and those beneath, when asked), in order."""
+    names = []
+    for path in resolved.get('targets', []):
+        device = facts.get('paths', {}).get(path, {}).get('device')
+        if device:
+            names.append(device)
+    names.extend(n for n in resolved.get('devices', {}).values() if n)
+    for name in list(names):
+        names.extend(resolved.get('underlying', {}).get(name, []))
+    seen = set()
+    return [n for n in names if not (n in seen or seen.add(n))]
+
+
+def _device_labels(facts, resolved):
+    """{device: the targets that name it} for the report: a path, a /dev link, or the kernel name."""
+    labels = {}
+    for path in resolved.get('targets', []):
+        device = facts.get('paths', {}).get(path, {}).get('device')
+        if device:
+            labels.setdefault(device, []).append(path)
+    for spec, name in sorted(resolved.get('devices', {}).items()):
+        if name:
+            labels.setdefault(name, []).append(spec)
+    for name in list(labels):
+        for disk in resolved.get('underlying', {}).get(name, []):
+            labels.setdefault(disk, []).append('beneath %s' % name)
+    return labels
+
+
+def miss(subject, kind, message):
+    return {'subject': subject, 'kind': kind, 'message': message}
+
+
+def _present_misses(facts, intent, resolved, verify):
+    result = []
+    kb = intent['read_ahead_kb']
+    for path in resolved.get('targets', []):
+        p = facts.get('paths', {}).get(path, {})
+        if 'error' in p:
+            result.append(miss(path, 'path', p['error']))
+    labels = _device_labels(facts, resolved)
+    tuned_ra = (facts.get('tuned') or {}).get('read_ahead') or {}
+    for name in _target_devices(facts, resolved):
+        info = facts.get('block_devices', {}).get(name, {})
+        subject = '%s (%s)' % (', '.join(labels.get(name, [name])), name)
+        if info.get('read_ahead_kb') != kb:
+            result.append(miss(subject, 'read_ahead', '%s reads %s KiB, not %d: run the role in apply mode'
+                               % (name, info.get('read_ahead_kb', '?'), kb)))
+        hit = tuned_ra.get(name)
+        if hit and hit.get('kb') != kb:
+            result.append(miss(subject, 'tuned_read_ahead', 'tuned %s [%s] readahead=%s still applies to %s: the '
+                               'tuned child profile %s is not in effect'
+                               % (hit.get('profile'), hit.get('instance'), hit.get('setting'), name, CHILD_PROFILE)))
+        if info and info.get('rule') is None:
+            result.append(miss(subject, 'persistence', 'no udev rule persists the read-ahead of %s' % name))
+    runtime = (facts.get('thp') or {}).get('runtime') or {}
+    enabled = (runtime.get('enabled') or {}).get('value')
+    if enabled is not None and intent.get('thp') and enabled != intent['thp']:
+        result.append(miss('THP', 'thp', 'transparent_hugepage/enabled is %s, not %s' % (enabled, intent['thp'])))
+    tuned = facts.get('tuned') or {}
+    active = tuned.get('active_profiles') or []
+    if active and CHILD_PROFILE not in active:
+        result.append(miss('tuned', 'tuned_profile', 'tuned runs %s, not the collection\'s child profile %s'
+                           % (' '.join(active), CHILD_PROFILE)))
+    persist = intent.get('thp_persist_effective')
+    os_facts = facts.get('os') or {}
+    if os_facts.get('boot_method', 'none') != 'none' and intent.get('thp') and 'cmdline' in (persist or ['cmdline']):
+        for source, value in sorted(((facts.get('thp') or {}).get('configured_cmdline') or {}).items()):
+            if value != intent['thp']:
+                result.append(miss('kernel command line', 'cmdline', '%s has transparent_hugepage=%s, not %s'
+                                   % (source, value, intent['thp'])))
+    if verify and verify.get('rc') not in (None, 0):
+        result.append(miss('tuned-adm verify', 'tuned_verify', verify['summary']))
+    for c in facts.get('conflicts') or []:
+        result.append(miss('%s %s line %s' % (c.get('source'), c.get('file'), c.get('line')), 'conflict',
+                           'sets read-ahead: %s' % c.get('text')))
+    return result
+
+
+def _absent_misses(facts):
+    result = []
+    managed = facts.get('managed_files') or {}
+    for key, what in (('read_ahead_rules', 'the read-ahead udev rules file'),
+                      ('tuned_child_profile', 'the tuned child profile'),
+                      ('thp_baseline', 'the THP baseline')):
+        entry = managed.get(key)
+        if entry is not None:
+            result.append(miss(entry.get('path') or what, 'backout', '%s is still there' % what))
+    active = (facts.get('tuned') or {}).get('active_profiles') or []
+    if CHILD_PROFILE in active:
+        result.append(miss('tuned', 'backout', 'tuned still runs %s' % CHILD_PROFILE))
+    return result
+
+
+def misses(facts, intent, resolved, verify=None):
+    """What is not as ``intent`` wants it, one entry (subject, kind, message) per thing."""
+    if intent.get('state', 'present') == 'present':
+        return _present_misses(facts, intent, resolved, verify)
+    return _absent_misses(facts)
+
+
+def parse_verify(rc, out, err, log_text):
+    """``tuned-adm verify`` as one result: rc, passed, the failures tuned logged for this verify, a summary.
+
+    tuned-adm prints only that verification failed; the daemon logs one line per failed
+    setting after "verifying profile(s): ...". Only the last such block is read.
+    """
+    failures = []
+    if log_text and rc != 0:
+        lines = log_text.splitlines()
+        start = max([i for i, line in enumerate(lines) if _VERIFY_START in line] or [-1])
+        for line in lines[start + 1:]:
+            if _VERIFY_START in line:
+                break
+            m = _VERIFY_FAIL.search(line)
+            if m:
+                failures.append(dict((k, (v or '').strip() or None) for k, v in m.groupdict().items()))
+                continue
+            m = _VERIFY_FAIL_OTHER.search(line)
+            if m:
+                failures.append({'device': None, 'option': m.group('what'), 'current': None, 'expected': None})
+    passed = rc == 0
+    if passed:
+        summary = 'passed'
+    elif failures:
+        summary = 'tuned finds %s (see /var/log/tuned/tuned.log; systemctl restart tuned re-applies the profile)' % (
+            '; '.join('%s%s is %s, expected %s' % ('device %s: ' % f['device'] if f['device'] else '', f['option'],
+                                                   f['current'], f['expected']) if f['current'] is not None
+                      else f['option'] for f in failures))
+    else:
+        first = ((out or '') + '\n' + (err or '')).strip().splitlines()
+        summary = 'rc %s: %s (see /var/log/tuned/tuned.log)' % (rc, first[0] if first else 'no output')
+    return {'rc': rc, 'passed': passed, 'failures': failures, 'summary': summary}

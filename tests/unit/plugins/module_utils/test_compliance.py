@@ -1,0 +1,327 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The compliance rules (module_utils/compliance.py) on hand-made facts: one test per kind of miss.
+
+The facts have the shape tuning_facts returns (``ansible_facts.os_tuning``); ``compliant()``
+below builds a host where everything is as the intent wants, and each test breaks one thing.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+
+import pytest
+
+from ansible_collections.aemops.os_tuning.plugins.module_utils import compliance
+
+REPO = '/opt/aem/crx-quickstart/repository'
+NVME_LINK = '/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_vol0aaaaaaaaaaaaaaaa'
+RULE = 'ATTRS{serial}=="vol0aaaaaaaaaaaaaaaa"'
+
+INTENT = {'state': 'present', 'read_ahead_kb': 32, 'paths': [REPO], 'candidates': [], 'devices': [NVME_LINK],
+          'underlying': False, 'thp': 'never', 'thp_defrag': 'never', 'thp_persist': []}
+
+
+def compliant():
+    """Facts of a host that is as INTENT wants: the LV and an extra NVMe disk at 32, THP never."""
+    facts = {
+        'block_devices': {
+            'dm-0': {'type': 'lvm', 'read_ahead_kb': 32, 'rule': 32,
+                     'stable_id': {'key': 'ENV{DM_UUID}', 'value': 'LVM-x'}},
+            'nvme1n1': {'type': 'nvme', 'read_ahead_kb': 32, 'rule': 32,
+                        'stable_id': {'key': 'ATTRS{serial}', 'value': 'vol0aaaaaaaaaaaaaaaa'}},
+            'nvme2n1': {'type': 'nvme', 'read_ahead_kb': 32, 'rule': 32,
+                        'stable_id': {'key': 'ATTRS{serial}', 'value': 'vol0bbbbbbbbbbbbbbbb'}},
+        },
+        'paths': {REPO: {'device': 'dm-0', 'type': 'lvm', 'read_ahead_kb': 32, 'mount': '/opt/aem'}},
+        'thp': {'runtime': {'enabled': {'value': 'never', 'offered': ['always', 'madvise', 'never']},
+                            'defrag': {'value': 'never', 'offered': ['always', 'defer', 'madvise', 'never']}},
+                'configured_cmdline': {'/etc/default/grub': 'never'}},
+        'tuned': {'active_profiles': ['virtual-guest', 'aemops-os-tuning'], 'read_ahead': {
+            'dm-0': {'profile': 'aemops-os-tuning', 'instance': 'aemops_read_ahead_32', 'setting': '32', 'kb': 32}}},
+        'managed_files': {},
+        'conflicts': [],
+        'os': {'boot_method': 'grub2-mkconfig'},
+    }
+    return facts
+
+
+def resolved(**kw):
+    result = {'targets': [REPO], 'devices': {NVME_LINK: 'nvme1n1'}, 'underlying': {}, 'page_kb': 4}
+    result.update(kw)
+    return result
+
+
+def kinds(found):
+    return sorted(m['kind'] for m in found)
+
+
+def test_a_compliant_host_has_no_misses():
+    assert compliance.misses(compliant(), INTENT, resolved()) == []
+
+
+def test_a_device_target_drifted_by_hand_is_a_miss_naming_it():
+    facts = compliant()
+    facts['block_devices']['nvme1n1']['read_ahead_kb'] = 4096
+    found = compliance.misses(facts, INTENT, resolved())
+    assert kinds(found) == ['read_ahead']
+    assert found[0]['subject'] == '%s (nvme1n1)' % NVME_LINK
+    assert 'nvme1n1 reads 4096 KiB, not 32' in found[0]['message']
+
+
+def test_a_path_target_drifted_is_a_miss_naming_path_and_device():
+    facts = compliant()
+    facts['block_devices']['dm-0']['read_ahead_kb'] = 128
+    found = compliance.misses(facts, INTENT, resolved())
+    assert [(m['subject'], m['kind']) for m in found] == [('%s (dm-0)' % REPO, 'read_ahead')]
+
+
+def test_the_disks_beneath_are_checked_when_underlying():
+    facts = compliant()
+    facts['block_devices']['nvme2n1']['read_ahead_kb'] = 4096
+    assert compliance.misses(facts, INTENT, resolved()) == []
+    found = compliance.misses(facts, dict(INTENT, underlying=True), resolved(underlying={'dm-0': ['nvme2n1']}))
+    assert [m['subject'] for m in found] == ['beneath dm-0 (nvme2n1)']
+
+
+def test_a_path_that_no_longer_resolves_is_a_miss():
+    facts = compliant()
+    facts['paths'][REPO] = {'error': 'path %s does not exist' % REPO}
+    found = compliance.misses(facts, INTENT, resolved())
+    assert kinds(found) == ['path']
+
+
+def test_tuned_still_applying_its_own_readahead_is_a_miss():
+    facts = compliant()
+    facts['tuned']['read_ahead']['nvme1n1'] = {'profile': 'throughput-performance', 'instance': 'disk',
+                                               'setting': '>4096', 'kb': 4096}
+    found = compliance.misses(facts, INTENT, resolved())
+    assert kinds(found) == ['tuned_read_ahead']
+    assert 'throughput-performance [disk] readahead=>4096 still applies to nvme1n1' in found[0]['message']
+
+
+def test_a_device_without_our_rule_is_a_miss():
+    facts = compliant()
+    facts['block_devices']['nvme1n1']['rule'] = None
+    assert kinds(compliance.misses(facts, INTENT, resolved())) == ['persistence']
+
+
+def test_thp_runtime_is_a_miss():
+    facts = compliant()
+    facts['thp']['runtime']['enabled']['value'] = 'always'
+    found = compliance.misses(facts, INTENT, resolved())
+    assert [(m['subject'], m['kind']) for m in found] == [('THP', 'thp')]
+
+
+def test_tuned_without_the_child_profile_is_a_miss():
+    facts = compliant()
+    facts['tuned']['active_profiles'] = ['virtual-guest']
+    assert kinds(compliance.misses(facts, INTENT, resolved())) == ['tuned_profile']
+
+
+def test_no_tuned_at_all_is_not_a_miss():
+    facts = compliant()
+    facts['tuned'] = {'active_profiles': [], 'read_ahead': {}}
+    assert compliance.misses(facts, INTENT, resolved()) == []
+
+
+@pytest.mark.parametrize('persist, boot_method, expected', [
+    (None, 'grub2-mkconfig', ['cmdline']),            # the module's default persists on the command line
+    (['cmdline', 'tuned'], 'grubby', ['cmdline']),
+    (['tuned'], 'grub2-mkconfig', []),                # the command line is not ours to check
+    (None, 'none', []),                               # direct kernel boot: nothing to persist
+])
+def test_the_configured_command_line(persist, boot_method, expected):
+    facts = compliant()
+    facts['thp']['configured_cmdline'] = {'/etc/default/grub': 'madvise'}
+    facts['os']['boot_method'] = boot_method
+    intent = dict(INTENT, thp_persist_effective=persist)
+    assert kinds(compliance.misses(facts, intent, resolved())) == expected
+
+
+def test_a_failed_tuned_verify_is_one_miss_naming_the_device():
+    verify = compliance.parse_verify(1, 'Verification failed, current system settings differ from the preset '
+                                        'profile.\nYou can mostly fix this by restarting the TuneD daemon, e.g.:\n'
+                                        '  systemctl restart tuned\nor\n  service tuned restart\n', '',
+                                     VERIFY_LOG_2_20)
+    found = compliance.misses(compliant(), INTENT, resolved(), verify)
+    assert kinds(found) == ['tuned_verify']
+    assert 'device dm-1: readahead is 32, expected 4096' in found[0]['message']
+    assert '\n' not in found[0]['message']
+
+
+def test_other_udev_rules_or_rc_local_are_misses():
+    facts = compliant()
+    facts['conflicts'] = [{'source': 'udev rule', 'file': '/etc/udev/rules.d/99-ra.rules', 'line': 3,
+                           'text': 'ATTR{queue/read_ahead_kb}="4096"'}]
+    found = compliance.misses(facts, INTENT, resolved())
+    assert [(m['subject'], m['kind']) for m in found] == [('udev rule /etc/udev/rules.d/99-ra.rules line 3',
+                                                           'conflict')]
+
+
+def test_backout_misses_are_the_files_left_and_the_profile():
+    facts = compliant()
+    facts['managed_files'] = {'read_ahead_rules': {'path': '/etc/udev/rules.d/90-aemops-read-ahead.rules'}}
+    found = compliance.misses(facts, dict(INTENT, state='absent'), resolved())
+    assert [m['subject'] for m in found] == ['/etc/udev/rules.d/90-aemops-read-ahead.rules', 'tuned']
+    facts['managed_files'] = {}
+    facts['tuned']['active_profiles'] = ['virtual-guest']
+    assert compliance.misses(facts, dict(INTENT, state='absent'), resolved()) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# validate: what the modules would refuse, found before any change
+
+def test_valid_intent_has_no_errors():
+    assert compliance.validate(compliant(), INTENT, resolved()) == []
+
+
+@pytest.mark.parametrize('kb, text', [
+    (30, 'not a multiple of the page size (4 KiB)'),
+    (-4, 'out of range'),
+    (65540, 'out of range'),
+    (True, 'whole number'),
+    ('32', 'whole number'),          # not normalised: a string is not a number
+    (u'\u0663\u0662', 'whole number'),
+])
+def test_bad_read_ahead_values_are_refused(kb, text):
+    errors = compliance.validate(compliant(), dict(INTENT, read_ahead_kb=kb), resolved())
+    assert len(errors) == 1 and text in errors[0] and errors[0].startswith('aem_tuning_read_ahead_kb')
+
+
+def test_page_size_comes_from_the_host():
+    assert compliance.validate(compliant(), dict(INTENT, read_ahead_kb=32), resolved(page_kb=64))[0].startswith(
+        'aem_tuning_read_ahead_kb=32 is not a multiple of the page size (64 KiB)')
+
+
+def test_normalise_takes_ascii_digits_only():
+    assert compliance.normalise_intent({'read_ahead_kb': '32'})['read_ahead_kb'] == 32
+    assert compliance.normalise_intent({'read_ahead_kb': u'\u0663\u0662'})['read_ahead_kb'] == u'\u0663\u0662'
+    assert compliance.normalise_intent({'underlying': 'False'})['underlying'] is False
+    assert compliance.normalise_intent({'paths': ''})['paths'] == []
+
+
+def test_a_device_that_does_not_resolve_is_refused_naming_it():
+    errors = compliance.validate(compliant(), INTENT, resolved(devices={NVME_LINK: None},
+                                                                device_errors={NVME_LINK: 'no such device'}))
+    assert errors == ['aem_tuning_devices: %s is not a block device on this host (no such device): correct or '
+                      'remove it.' % NVME_LINK]
+
+
+def test_a_device_without_stable_identity_is_refused():
+    facts = compliant()
+    facts['block_devices']['nvme1n1']['stable_id'] = None
+    errors = compliance.validate(facts, INTENT, resolved())
+    assert len(errors) == 1 and errors[0].startswith('nvme1n1 (nvme) has no stable identity')
+
+
+def test_thp_values_the_kernel_does_not_offer_are_refused():
+    facts = compliant()
+    facts['thp']['runtime']['defrag']['offered'] = ['always', 'madvise', 'never']  # RHEL 7: no defer
+    errors = compliance.validate(facts, dict(INTENT, thp_defrag='defer'), resolved())
+    assert errors == ['aem_tuning_thp_defrag=defer is not offered by this kernel, which offers: always, madvise, '
+                      'never.']
+
+
+def test_unknown_persist_entries_are_refused():
+    errors = compliance.validate(compliant(), dict(INTENT, thp_persist=['tuned', 'grub']), resolved())
+    assert errors == ['aem_tuning_thp_persist has unknown entries grub: use tuned and/or cmdline.']
+
+
+def test_nothing_to_tune_is_refused_only_when_present():
+    assert compliance.validate(compliant(), dict(INTENT, paths=[]), resolved(targets=[], devices={}))
+    assert compliance.validate(compliant(), dict(INTENT, paths=[], state='absent'),
+                               resolved(targets=[], devices={})) == []
+
+
+def test_backout_does_not_need_a_valid_read_ahead():
+    assert compliance.validate(compliant(), dict(INTENT, state='absent', read_ahead_kb=30), resolved()) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# choose_targets: explicit paths are never replaced by a candidate
+
+def path_facts(*found):
+    result = dict((p, {'device': 'dm-0'}) for p in found)
+    result.setdefault('/nonexistent', {'error': 'path /nonexistent does not exist'})
+    return result
+
+
+def test_explicit_paths_that_exist_are_the_targets():
+    assert compliance.choose_targets([REPO], ['/srv/aem/repo'], path_facts(REPO, '/srv/aem/repo')) == (
+        [REPO], [], [])
+
+
+def test_a_mistyped_explicit_path_fails_instead_of_tuning_a_candidate():
+    targets, errors, _warnings = compliance.choose_targets(['/nonexistent'], ['/srv/aem/repo'],
+                                                           path_facts('/srv/aem/repo'))
+    assert targets == []
+    assert errors and '/nonexistent (path /nonexistent does not exist)' in errors[0]
+
+
+def test_some_explicit_paths_missing_is_a_warning():
+    targets, errors, warnings = compliance.choose_targets([REPO, '/nonexistent'], [], path_facts(REPO))
+    assert (targets, errors) == ([REPO], [])
+    assert warnings == ['/nonexistent: path /nonexistent does not exist; skipped']
+
+
+def test_without_paths_the_first_candidate_found_is_the_target():
+    assert compliance.choose_targets([], ['/nonexistent', '/a', '/b'], path_facts('/a', '/b'))[0] == ['/a']
+
+
+# ---------------------------------------------------------------------------------------------
+# parse_verify: tuned-adm verify and the lines tuned logs for it
+
+# tuned v2.20.0 tuned/consts.py STR_VERIFY_PROFILE_DEVICE_VALUE_FAIL (quoted values), logged by
+# tuned/plugins/base.py _verify_value after daemon.py's "verifying profile(s): %s".
+VERIFY_LOG_2_20 = (
+    "2026-12-01 10:00:00,000 INFO     tuned.daemon.daemon: verifying profile(s): virtual-guest\n"
+    "2026-12-01 10:00:00,001 ERROR    tuned.plugins.base: verify: failed: device dm-0: 'readahead' = '128', "
+    "expected '4096'\n"
+    "2026-12-01 11:00:00,000 INFO     tuned.daemon.daemon: verifying profile(s): virtual-guest aemops-os-tuning\n"
+    "2026-12-01 11:00:00,001 INFO     tuned.plugins.base: verify: passed: device nvme0n1: 'readahead' = '32'\n"
+    "2026-12-01 11:00:00,002 ERROR    tuned.plugins.base: verify: failed: device dm-1: 'readahead' = '32', "
+    "expected '4096'\n")
+# tuned v2.11.0 tuned/consts.py: the same message without quotes.
+VERIFY_LOG_2_11 = (
+    "2026-12-01 11:00:00,000 INFO     tuned.daemon.daemon: verifying profile(s): aemops-os-tuning\n"
+    "2026-12-01 11:00:00,002 ERROR    tuned.plugins.base: verify: failed: 'vm.swappiness' = '60', expected '30'\n"
+    "2026-12-01 11:00:00,003 ERROR    tuned.plugins.base: verify: failed: device xvdb: readahead = 256, "
+    "expected 8192\n")
+
+
+def test_parse_verify_reads_only_the_last_verify():
+    result = compliance.parse_verify(1, 'Verification failed', '', VERIFY_LOG_2_20)
+    assert result['passed'] is False
+    assert result['failures'] == [{'device': 'dm-1', 'option': 'readahead', 'current': '32', 'expected': '4096'}]
+
+
+def test_parse_verify_reads_the_unquoted_2_11_format():
+    result = compliance.parse_verify(1, '', '', VERIFY_LOG_2_11)
+    assert result['failures'] == [
+        {'device': None, 'option': 'vm.swappiness', 'current': '60', 'expected': '30'},
+        {'device': 'xvdb', 'option': 'readahead', 'current': '256', 'expected': '8192'}]
+    assert 'device xvdb: readahead is 256, expected 8192' in result['summary']
+
+
+def test_parse_verify_without_a_log_says_what_tuned_adm_said():
+    result = compliance.parse_verify(1, '', 'Cannot talk to TuneD daemon via DBus.\n', None)
+    assert result['summary'] == 'rc 1: Cannot talk to TuneD daemon via DBus. (see /var/log/tuned/tuned.log)'
+
+
+def test_parse_verify_passed_ignores_older_failures_in_the_log():
+    assert compliance.parse_verify(0, 'Verification succeeded, current system settings match the preset profile.',
+                                   '', VERIFY_LOG_2_20) == {'rc': 0, 'passed': True, 'failures': [],
+                                                            'summary': 'passed'}
+
+
+def test_facts_are_not_modified():
+    facts = compliant()
+    snapshot = copy.deepcopy(facts)
+    compliance.misses(facts, INTENT, resolved())
+    compliance.validate(facts, INTENT, resolved())
+    assert facts == snapshot

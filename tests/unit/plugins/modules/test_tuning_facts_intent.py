@@ -1,0 +1,177 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""tuning_facts with ``intent``, ``snapshot`` and ``verify``: what the aem_tuning role calls it with.
+
+The fake host and tools are those of test_tuning_facts.py, plus ``tuned-adm verify`` and the
+lines tuned logs for it. The rules themselves are tested in module_utils/test_compliance.py;
+here: a refused value fails before anything is written, the snapshot is written once (with
+its directory) and removed with that directory, and the misses come back.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+import pytest
+
+from ansible.module_utils import basic
+from ansible_collections.aemops.os_tuning.plugins.modules import tuning_facts
+from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.test_tuning_facts import (
+    REPO, Env, FakeTools, NVME1_SERIAL)
+from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import run_module
+from fakehost import nitro_host, tree_checksum
+
+SNAPSHOT = '/etc/ansible/facts.d/aem_tuning_before.fact'
+NVME1_LINK = '/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_%s' % NVME1_SERIAL
+# tuned v2.20.0 tuned/consts.py STR_VERIFY_PROFILE_DEVICE_VALUE_FAIL, after daemon.py's marker line.
+TUNED_LOG = ("2026-12-01 11:00:00,000 INFO     tuned.daemon.daemon: verifying profile(s): virtual-guest\n"
+             "2026-12-01 11:00:00,002 ERROR    tuned.plugins.base: verify: failed: device dm-0: 'readahead' = "
+             "'4096', expected '32'\n")
+
+
+class VerifyingTools(FakeTools):
+    """FakeTools that also answer ``tuned-adm verify`` (read-only: it compares, it changes nothing)."""
+
+    def __init__(self, host):
+        super(VerifyingTools, self).__init__(host)
+        self.verify_rc = 0
+
+    def _dispatch(self, args):
+        if os.path.basename(args[0]) == 'tuned-adm' and args[1:] == ['verify']:
+            if self.verify_rc:
+                return self.verify_rc, 'Verification failed, current system settings differ from the preset ' \
+                                       'profile.\nYou can mostly fix this by restarting the TuneD daemon, e.g.:\n' \
+                                       '  systemctl restart tuned\n', ''
+            return 0, 'Verification succeeded, current system settings match the preset profile.\n', ''
+        return super(VerifyingTools, self)._dispatch(args)
+
+
+@pytest.fixture
+def env(tmpdir, monkeypatch, module_exit):
+    host = nitro_host(tmpdir)
+    host.symlink(NVME1_LINK, '../../nvme1n1')
+    tools = VerifyingTools(host)
+    monkeypatch.setattr(tuning_facts, 'ROOT', host.root)
+    monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path',
+                        lambda module, arg, required=False, opt_dirs=None: tools.get_bin_path(module, arg, required))
+    monkeypatch.setattr(basic.AnsibleModule, 'run_command',
+                        lambda module, args, check_rc=False, **kw: tools.run_command(module, args, check_rc, **kw))
+    environment = Env(host, tools)
+    environment.with_tuned('virtual-guest', running=True)
+    environment.with_thp()
+    environment.with_os('el8')
+    return environment
+
+
+def intent(**kw):
+    result = {'state': 'present', 'read_ahead_kb': 32, 'paths': [REPO], 'candidates': [], 'devices': [],
+              'underlying': False, 'thp': 'never', 'thp_defrag': 'never', 'thp_persist': []}
+    result.update(kw)
+    return result
+
+
+def run(args, failed=False):
+    result = run_module(tuning_facts.main, args, failed=failed)
+    return result, result.get('ansible_facts', {}).get('os_tuning')
+
+
+@pytest.mark.parametrize('bad, text', [
+    ({'read_ahead_kb': 30}, 'not a multiple of the page size'),
+    ({'paths': ['/nonexistent']}, 'none of the given aem_tuning_paths exists'),
+    ({'devices': ['/dev/disk/by-id/nvme-typo']}, 'aem_tuning_devices: /dev/disk/by-id/nvme-typo is not a block'),
+    ({'thp': 'sometimes'}, 'aem_tuning_thp=sometimes is not offered'),
+])
+def test_a_refused_value_fails_before_the_snapshot_is_written(env, bad, text):
+    before = tree_checksum(env.root)
+    result, _facts = run({'intent': intent(**bad), 'snapshot': {'state': 'present'}}, failed=True)
+    assert text in result['msg'] and result['msg'].startswith('nothing was changed: ')
+    assert result['changed'] is False
+    assert tree_checksum(env.root) == before
+
+
+def test_the_snapshot_is_written_once_and_records_the_directory_it_made(env):
+    result, facts = run({'intent': intent(), 'snapshot': {'state': 'present'}})
+    assert result['changed'] is True
+    data = json.loads(env.host.read(SNAPSHOT))
+    assert data['created_dirs'] == ['/etc/ansible', '/etc/ansible/facts.d']
+    assert data['os_tuning']['paths'][REPO]['read_ahead_kb'] == 4096
+    assert 'snapshot' not in data['os_tuning'] and 'compliance' not in data['os_tuning']
+    assert oct(os.stat(env.host.path(SNAPSHOT)).st_mode & 0o777) == oct(0o644)
+    assert facts['snapshot']['taken'] == data['taken']
+    env.host.write('/sys/block/dm-0/queue/read_ahead_kb', '32\n')
+    result, facts = run({'intent': intent(), 'snapshot': {'state': 'present'}})
+    assert result['changed'] is False
+    assert json.loads(env.host.read(SNAPSHOT)) == data  # written once: still the first run's values
+
+
+def test_check_mode_writes_no_snapshot(env):
+    before = tree_checksum(env.root)
+    result, _facts = run({'intent': intent(), 'snapshot': {'state': 'present'}, '_ansible_check_mode': True})
+    assert result['changed'] is True
+    assert tree_checksum(env.root) == before
+
+
+def test_backout_removes_the_snapshot_and_the_directories_it_made(env):
+    before = tree_checksum(env.root)
+    run({'intent': intent(), 'snapshot': {'state': 'present'}})
+    result, facts = run({'intent': intent(state='absent'), 'snapshot': {'state': 'absent'}})
+    assert result['changed'] is True
+    assert tree_checksum(env.root) == before
+    result, facts = run({'intent': intent(state='absent'), 'snapshot': {'state': 'absent'}})
+    assert result['changed'] is False
+
+
+def test_backout_keeps_a_directory_that_was_there_or_is_not_empty(env):
+    env.host.mkdir('/etc/ansible')
+    run({'intent': intent(), 'snapshot': {'state': 'present'}})
+    env.host.write('/etc/ansible/facts.d/other.fact', '{}\n')
+    run({'intent': intent(state='absent'), 'snapshot': {'state': 'absent'}})
+    assert not env.host.exists(SNAPSHOT)
+    assert env.host.exists('/etc/ansible/facts.d/other.fact')
+
+
+def test_a_hand_edited_snapshot_cannot_remove_other_directories(env):
+    env.host.mkdir('/etc/ansible/facts.d')
+    env.host.mkdir('/srv/empty')
+    env.host.write(SNAPSHOT, json.dumps({'taken': 'x', 'os_tuning': {}, 'created_dirs': ['/srv/empty', '/etc']}))
+    run({'intent': intent(state='absent'), 'snapshot': {'state': 'absent'}})
+    assert env.host.exists('/srv/empty') and env.host.exists('/etc/ansible/facts.d')
+
+
+def test_a_damaged_snapshot_is_reported_not_trusted(env):
+    env.host.write(SNAPSHOT, '{not json')
+    _result, facts = run({'snapshot': {'state': 'query'}})
+    assert 'is not valid JSON' in facts['snapshot']['error']
+
+
+def test_misses_name_a_drifted_device_target_and_verify_is_one_miss(env):
+    env.tools.verify_rc = 1
+    env.host.write('/var/log/tuned/tuned.log', TUNED_LOG)
+    result, facts = run({'intent': intent(devices=[NVME1_LINK]), 'verify': True})
+    assert result['changed'] is False
+    assert facts['plan']['devices'] == {NVME1_LINK: 'nvme1n1'}
+    misses = facts['compliance']['misses']
+    subjects = [(m['subject'], m['kind']) for m in misses]
+    assert ('%s (nvme1n1)' % NVME1_LINK, 'read_ahead') in subjects
+    assert ('%s (dm-0)' % REPO, 'read_ahead') in subjects
+    assert [m for m in misses if m['kind'] == 'tuned_verify'] == [{
+        'subject': 'tuned-adm verify', 'kind': 'tuned_verify',
+        'message': 'tuned finds device dm-0: readahead is 4096, expected 32 (see /var/log/tuned/tuned.log; '
+                   'systemctl restart tuned re-applies the profile)'}]
+    assert facts['compliance']['compliant'] is False
+    assert env.tools.ran('tuned-adm') == [['/usr/sbin/tuned-adm', '--version'], ['/usr/sbin/tuned-adm', 'verify']]
+
+
+def test_without_fail_on_invalid_errors_are_misses(env):
+    result, facts = run({'intent': intent(paths=['/nonexistent']), 'fail_on_invalid': False})
+    assert [m['kind'] for m in facts['compliance']['misses']][:1] == ['invalid']
+
+
+def test_the_host_clock_is_returned(env):
+    _result, facts = run({})
+    assert facts['clock']['epoch'] > 0 and facts['clock']['iso'].endswith('Z')
