@@ -201,13 +201,22 @@ integration: venv ## Real-kernel tests on loop devices (tests/integration/run.sh
 
 MOLECULE_VM_SCENARIOS ?= default py27 py36 cmdline
 MOLECULE_USER_SCENARIOS ?= rhel7 rhel8 rhel9
+# The controllers scenario, once per other controller: VENV:CORE:FULL (FULL adds the AEM
+# failure checks and their reboot; the newest controller only). 2.16 runs every other scenario.
+MOLECULE_CONTROLLERS ?= $(VENV_219):2.19:false $(VENV_221):2.21:true
 
-molecule: venv ## molecule test of the VM scenarios; syntax check of the rhel* scenarios (they need your hosts)
+molecule: venv ## molecule test of the VM scenarios and of controllers on 2.19/2.21; syntax check of the rhel* ones
 	@for s in $(MOLECULE_USER_SCENARIOS); do molecule syntax -s $$s || exit 1; done
 	@failed=; for s in $(MOLECULE_VM_SCENARIOS); do \
 	  start=$$(date +%s); \
 	  if molecule test -s $$s; then echo "molecule $$s: passed in $$(( $$(date +%s) - start ))s"; \
 	  else echo "molecule $$s: FAILED after $$(( $$(date +%s) - start ))s"; failed="$$failed $$s"; fi; \
+	done; \
+	for c in $(MOLECULE_CONTROLLERS); do \
+	  IFS=: read -r venv core full <<< "$$c"; start=$$(date +%s); \
+	  if AEMOPS_CONTROLLER_VENV=$$venv AEMOPS_CONTROLLER_CORE=$$core AEMOPS_CONTROLLER_FULL=$$full \
+	     molecule test -s controllers; then echo "molecule controllers (ansible-core $$core): passed in $$(( $$(date +%s) - start ))s"; \
+	  else echo "molecule controllers (ansible-core $$core): FAILED after $$(( $$(date +%s) - start ))s"; failed="$$failed controllers-$$core"; fi; \
 	done; \
 	if [ -n "$$failed" ]; then echo "molecule: failed:$$failed"; exit 1; fi
 
