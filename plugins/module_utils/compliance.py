@@ -203,7 +203,9 @@ def _present_misses(facts, intent, resolved, verify):
     if active and CHILD_PROFILE not in active:
         result.append(miss('tuned', 'tuned_profile', 'tuned runs %s, not the collection\'s child profile %s'
                            % (' '.join(active), CHILD_PROFILE)))
-    persist = intent.get('thp_persist_effective')
+    # What the thp module reported it persists; before it ran, what was asked (empty: its default, which
+    # always includes the command line).
+    persist = intent.get('thp_persist_effective') or intent.get('thp_persist') or None
     os_facts = facts.get('os') or {}
     if os_facts.get('boot_method', 'none') != 'none' and intent.get('thp') and 'cmdline' in (persist or ['cmdline']):
         for source, value in sorted(((facts.get('thp') or {}).get('configured_cmdline') or {}).items()):

@@ -136,10 +136,13 @@ def test_no_tuned_at_all_is_not_a_miss():
     (None, 'none', []),                               # direct kernel boot: nothing to persist
 ])
 def test_the_configured_command_line(persist, boot_method, expected):
+    """As the thp module reported it (after a run), or as asked (before it ran)."""
     facts = compliant()
     facts['thp']['configured_cmdline'] = {'/etc/default/grub': 'madvise'}
     facts['os']['boot_method'] = boot_method
     intent = dict(INTENT, thp_persist_effective=persist)
+    assert kinds(compliance.misses(facts, intent, resolved())) == expected
+    intent = dict(INTENT, thp_persist=persist or [])
     assert kinds(compliance.misses(facts, intent, resolved())) == expected
 
 
