@@ -315,7 +315,7 @@ def tuned_context(module, root, planned_child=None):
         profiles = [tuned.CHILD_PROFILE]
     if not profiles:
         return None
-    version = tuned.installed_version(module.run_command, module.get_bin_path)[1]
+    version = tuned.installed_version(module.run_command, module.get_bin_path, root)[1]
     try:
         if planned_child is not None:
             chain = []

@@ -199,7 +199,7 @@ def run(module, root):
         state = thp.read_state(root)
     except thp.ThpError as e:
         module.fail_json(msg=str(e))
-    tuned_adm, version = tuned.installed_version(module.run_command, module.get_bin_path)
+    tuned_adm, version = tuned.installed_version(module.run_command, module.get_bin_path, root)
     persist = resolve_persist(module, root, tuned_adm)
     baseline_text, baseline = read_baseline(module, root)
 

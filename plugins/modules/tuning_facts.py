@@ -208,7 +208,7 @@ def resolve_paths(root, paths):
 
 
 def tuned_facts(module, root, devices):
-    tuned_adm, version = tuned.installed_version(module.run_command, module.get_bin_path)
+    tuned_adm, version = tuned.installed_version(module.run_command, module.get_bin_path, root)
     facts = {
         'installed': bool(tuned_adm) or os.path.isdir(files.root_path(root, '/usr/lib/tuned')),
         'running': tuned.daemon_running(root),

@@ -139,7 +139,7 @@ def test_a_dead_url_times_out_saying_what_it_waited_for(fake_systemd, server):
                                  'start' % url)
 
 
-LOG = """30.11.2026 09:00:00.000 *WARN* [pool] org.apache.jackrabbit.oak.segment.scheduler.LockBasedScheduler This commit is blocked by a commit that is in progress since 61000 ms
+LOG = """30.11.2026 09:00:00.000 *WARN* [pool] LockBasedScheduler This commit is blocked by a commit that is in progress since 61000 ms
 01.12.2026 10:00:00.000 *WARN* [pool] LockBasedScheduler This commit is blocked by a commit that is in progress since 70000 ms
 01.12.2026 10:30:00.000 *WARN* [pool] Failed to create checkpoint 0b1 in 10 seconds.
 01.12.2026 12:00:00.000 *WARN* [pool] LockBasedScheduler This commit is blocked by a commit that is in progress since 60500 ms
