@@ -184,12 +184,18 @@ def bootloader_plan(module, root, value):
 
 
 def apply_bootloader(module, root, plan):
+    """The plan's files, then its commands, then the files it writes after them (grubby also
+    rewrites /etc/kernel/cmdline, and without --no-etc-grub-update /etc/default/grub)."""
     for change in plan['files']:
-        files.atomic_write(files.root_path(root, change['path']), change['after'], 0o644, module=module)
+        if not change.get('after_commands'):
+            files.atomic_write(files.root_path(root, change['path']), change['after'], 0o644, module=module)
     for argv in plan['commands']:
         rc, out, err = module.run_command(argv)
         if rc != 0:
             module.fail_json(msg='%s failed (rc %d): %s' % (' '.join(argv), rc, (err or out).strip()), changed=True)
+    for change in plan['files']:
+        if change.get('after_commands'):
+            files.atomic_write(files.root_path(root, change['path']), change['after'], 0o644, module=module)
 
 
 def run(module, root):
@@ -231,7 +237,7 @@ def run(module, root):
     boot_plan = None
     if ('cmdline' in persist and present) or (not present and baseline is not None and baseline.get('cmdline_managed')):
         facts, boot_plan = bootloader_plan(module, root, cmdline_value)
-        cmdline.update(method=boot_plan['method'], reason=boot_plan['reason'])
+        cmdline.update(method=boot_plan['method'], reason=boot_plan['reason'], grubby=boot_plan.get('grubby'))
         if boot_plan['method'] == 'none':
             module.warn('the kernel command line is not managed here: %s' % boot_plan['reason'])
             boot_plan = None
@@ -295,8 +301,11 @@ def run(module, root):
     if tuned_plan:
         diff.append(files.diff_entry(tuned_plan['path'], tuned_plan['before'], tuned_plan['after']))
     if boot_plan:
-        for change in boot_plan['files']:
-            diff.append(files.diff_entry(change['path'], change['before'], change['after']))
+        # The files written here and the ones the boot loader tool rewrites (BLS entries), as
+        # they will read after the run.
+        for change in boot_plan['files'] + boot_plan.get('predicted', []):
+            if change['before'] != change['after']:
+                diff.append(files.diff_entry(change['path'], change['before'], change['after']))
         for source in sorted(boot_plan['args_after']):
             diff.append({'before_header': '%s (kernel arguments)' % source,
                          'after_header': '%s (kernel arguments)' % source,
