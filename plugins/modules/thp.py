@@ -22,6 +22,10 @@ description:
     C(grub2-mkconfig) for the BIOS or EFI C(grub.cfg). RHEL 8 runs C(grubby --update-kernel=ALL) and keeps grubenv
     C(kernelopts) and C(/etc/default/grub) in step. RHEL 9 runs grubby and edits C(/etc/kernel/cmdline).
     Debian and Ubuntu edit C(/etc/default/grub) and run C(update-grub).
+  - grubby is used only where GRUB reads the BLS entries (C(blscfg) in C(grub.cfg), C(GRUB_ENABLE_BLSCFG=true));
+    with BLS switched off RHEL 8 and 9 are handled like RHEL 7. What grubby edits besides the entries depends on
+    the grubby package release (C(rpm -q grubby)); the module plans around it, so the diff shows every file as the
+    run leaves it.
   - The values found before the first change are recorded in C(/etc/aemops-os-tuning/thp-baseline.conf), so
     O(state=absent) can restore them.
   - Reports C(reboot_required) when the persisted command line differs from C(/proc/cmdline). It never decides

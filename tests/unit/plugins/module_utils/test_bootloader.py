@@ -7,11 +7,13 @@
 
 Fake hosts are trees under ``tmpdir`` (os-release, /etc/default/grub, BLS entries, EFI
 directories, /proc/cmdline). The boot tools are fake executables in ``tmpdir/bin`` run for
-real through ``subprocess``: each appends its argv to a log; grubby and grub2-editenv print
-canned state (``--info=ALL``, ``- list``) whose changes the tests apply after running a
-planned command, while the fake grub2-mkconfig and update-grub regenerate grub.cfg by
-sourcing /etc/default/grub with /bin/sh, which checks the quoting of the edited file
-independently of the parser under test.
+real through ``subprocess``. On RHEL 8 and 9, grubby, rpm and grub2-editenv are the versioned
+fakes of fakehost.py (``install_boot_tools``): grubby behaves as the grubby-bls script of one
+package release (fakehost.GRUBBY_VERSIONS; sources named there) on the BLS entry files,
+/boot/grub2/grubenv, /etc/default/grub and /etc/kernel/cmdline of the tree. The fake
+grub2-mkconfig and update-grub log their argv and regenerate grub.cfg by sourcing
+/etc/default/grub with /bin/sh, which checks the quoting of the edited file independently of
+the parser under test. grub.cfg fixtures are in tests/unit/fixtures/grub.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -58,64 +60,7 @@ GRUB_DEBIAN = (
     'GRUB_CMDLINE_LINUX=""\n'
 )
 
-EL8_INFO = (
-    'index=0\n'
-    'kernel="/boot/vmlinuz-4.18.0-513.5.1.el8_9.x86_64"\n'
-    'args="ro crashkernel=auto resume=/dev/mapper/rhel-swap rd.lvm.lv=rhel/root rhgb quiet $tuned_params"\n'
-    'root="/dev/mapper/rhel-root"\n'
-    'initrd="/boot/initramfs-4.18.0-513.5.1.el8_9.x86_64.img $tuned_initrd"\n'
-    'title="Red Hat Enterprise Linux (4.18.0-513.5.1.el8_9.x86_64) 8.9 (Ootpa)"\n'
-    'id="0123456789abcdef0123456789abcdef-4.18.0-513.5.1.el8_9.x86_64"\n'
-    'index=1\n'
-    'kernel="/boot/vmlinuz-4.18.0-477.10.1.el8_8.x86_64"\n'
-    'args="ro crashkernel=auto resume=/dev/mapper/rhel-swap rd.lvm.lv=rhel/root rhgb quiet $tuned_params"\n'
-    'root="/dev/mapper/rhel-root"\n'
-    'initrd="/boot/initramfs-4.18.0-477.10.1.el8_8.x86_64.img $tuned_initrd"\n'
-    'title="Red Hat Enterprise Linux (4.18.0-477.10.1.el8_8.x86_64) 8.8 (Ootpa)"\n'
-    'id="0123456789abcdef0123456789abcdef-4.18.0-477.10.1.el8_8.x86_64"\n'
-)
-
-# RHEL 8.0's grubby printed the entries' options as written: "$kernelopts" unexpanded.
-EL8_0_INFO = (
-    'index=0\n'
-    'kernel=/boot/vmlinuz-4.18.0-80.el8.x86_64\n'
-    'args="$kernelopts $tuned_params"\n'
-    'initrd=/boot/initramfs-4.18.0-80.el8.x86_64.img $tuned_initrd\n'
-    'title=Red Hat Enterprise Linux (4.18.0-80.el8.x86_64) 8.0 (Ootpa)\n'
-    'index=1\n'
-    'kernel=/boot/vmlinuz-0-rescue-0123456789abcdef0123456789abcdef\n'
-    'args="$kernelopts"\n'
-    'initrd=/boot/initramfs-0-rescue-0123456789abcdef0123456789abcdef.img\n'
-    'title=Red Hat Enterprise Linux (0-rescue-0123456789abcdef0123456789abcdef) 8.0 (Ootpa)\n'
-)
-
-EL8_KERNELOPTS = 'root=/dev/mapper/rhel-root ro crashkernel=auto resume=/dev/mapper/rhel-swap rd.lvm.lv=rhel/root rhgb quiet '
-EL8_GRUBENV = (
-    'saved_entry=0123456789abcdef0123456789abcdef-4.18.0-513.5.1.el8_9.x86_64\n'
-    'kernelopts=%s\n'
-    'boot_success=0\n'
-    'tuned_params=\n'
-    'tuned_initrd=\n' % EL8_KERNELOPTS
-)
-
 EL9_ARGS = 'ro crashkernel=1G-4G:192M,4G-64G:256M,64G-:512M resume=UUID=5b4c rhgb quiet'
-EL9_INFO = (
-    'index=0\n'
-    'kernel="/boot/vmlinuz-5.14.0-362.8.1.el9_3.x86_64"\n'
-    'args="%s"\n'
-    'root="UUID=0f1e2d3c-aaaa-bbbb-cccc-1234567890ab"\n'
-    'initrd="/boot/initramfs-5.14.0-362.8.1.el9_3.x86_64.img"\n'
-    'title="Rocky Linux (5.14.0-362.8.1.el9_3.x86_64) 9.3 (Blue Onyx)"\n'
-    'id="fedcba9876543210fedcba9876543210-5.14.0-362.8.1.el9_3.x86_64"\n'
-    'index=1\n'
-    'kernel="/boot/vmlinuz-0-rescue-fedcba9876543210fedcba9876543210"\n'
-    'args="%s"\n'
-    'root="UUID=0f1e2d3c-aaaa-bbbb-cccc-1234567890ab"\n'
-    'initrd="/boot/initramfs-0-rescue-fedcba9876543210fedcba9876543210.img"\n'
-    'title="Rocky Linux (0-rescue-fedcba9876543210fedcba9876543210) 9.3 (Blue Onyx)"\n'
-    'id="fedcba9876543210fedcba9876543210-0-rescue"\n' % (EL9_ARGS, EL9_ARGS)
-)
-EL9_GRUBENV = 'saved_entry=fedcba9876543210fedcba9876543210-5.14.0-362.8.1.el9_3.x86_64\nboot_success=0\n'
 EL9_KERNEL_CMDLINE = 'root=UUID=0f1e2d3c-aaaa-bbbb-cccc-1234567890ab %s\n' % EL9_ARGS
 
 PROC_CMDLINE = 'BOOT_IMAGE=(hd0,msdos1)/vmlinuz-x root=/dev/mapper/rhel-root ro crashkernel=auto rhgb quiet\n'
@@ -148,28 +93,17 @@ if [ "$1" = -o ]; then out='%(root)s'"$2"; else out='%(root)s/boot/grub/grub.cfg
 } > "$out"
 '''
 
-# grubby and grub2-editenv: log argv, print the canned state for the read-only calls.
-READER = r'''#!/bin/sh
-printf '%%s\t' "$(basename "$0")" "$@" >> '%(log)s'; echo >> '%(log)s'
-case "$*" in
-  '%(read_args)s') cat '%(state)s' ;;
-esac
-'''
-
-
 class Host(object):
     """A fake host: a root tree, a bin directory of fake tools and their call log."""
 
     def __init__(self, tmpdir):
         self.root = str(tmpdir.join('root'))
         self.bin = str(tmpdir.join('bin'))
-        self.state = str(tmpdir.join('state'))
         self.log = str(tmpdir.join('calls.log'))
-        for d in (self.root, self.bin, self.state):
+        for d in (self.root, self.bin):
             os.makedirs(d)
         open(self.log, 'w').close()
         self.argv_log = []
-        self.simulate = True
 
     # files under root
     def path(self, target):
@@ -206,24 +140,6 @@ class Host(object):
         return self.tool(name, MKCONFIG % {'log': self.log, 'root': self.root, 'linux': linux,
                                            'kernels': kernels, 'dropins': 'yes' if dropins else 'no'})
 
-    def grubby(self, info):
-        self.set_state('grubby-info', info)
-        return self.tool('grubby', READER % {'log': self.log, 'read_args': '--info=ALL',
-                                             'state': os.path.join(self.state, 'grubby-info')})
-
-    def editenv(self, grubenv):
-        self.set_state('grubenv', grubenv)
-        return self.tool('grub2-editenv', READER % {'log': self.log, 'read_args': '- list',
-                                                    'state': os.path.join(self.state, 'grubenv')})
-
-    def set_state(self, name, text):
-        with open(os.path.join(self.state, name), 'w') as f:
-            f.write(text)
-
-    def get_state(self, name):
-        with open(os.path.join(self.state, name)) as f:
-            return f.read()
-
     # the injected callables
     def run(self, argv):
         self.argv_log.append(list(argv))
@@ -253,52 +169,17 @@ class Host(object):
         return bl.configured(self.root, self.detect(), KEY, self.run)
 
     def apply(self, result):
-        """What the caller does outside check mode: write the files, then run the commands.
-
-        grubby and grub2-editenv only log; their effect on the canned state is simulated here
-        with plain token handling (separate from the code under test).
-        """
+        """What the caller does outside check mode: the files, the commands, then the files
+        written after the commands (thp.apply_bootloader does the same)."""
         for entry in result['files']:
             if not entry.get('after_commands'):
                 atomic_write(self.path(entry['path']), entry['after'])
         for argv in result['commands']:
             rc, out, err = self.run(argv)
             assert rc == 0, (argv, out, err)
-            if not self.simulate:
-                continue
-            tool = os.path.basename(argv[0])
-            if tool == 'grubby':
-                self._simulate_grubby(argv[1:])
-            elif tool == 'grub2-editenv':
-                self._simulate_editenv(argv[1:])
         for entry in result['files']:
             if entry.get('after_commands'):
                 atomic_write(self.path(entry['path']), entry['after'])
-
-    def _simulate_grubby(self, options):
-        assert options[0] == '--update-kernel=ALL'
-        remove, add = [], []
-        for opt in options[1:]:
-            if opt.startswith('--remove-args='):
-                remove.extend(opt[len('--remove-args='):].split())
-            elif opt.startswith('--args='):
-                add.extend(opt[len('--args='):].split())
-        lines = []
-        for line in self.get_state('grubby-info').splitlines():
-            if line.startswith('args="'):
-                words = line[len('args="'):-1].split()
-                drop = remove + [a.split('=')[0] for a in add]
-                words = [w for w in words if w.split('=')[0] not in drop] + add
-                line = 'args="%s"' % ' '.join(words)
-            lines.append(line)
-        self.set_state('grubby-info', '\n'.join(lines) + '\n')
-
-    def _simulate_editenv(self, options):
-        assert options[:2] == ['-', 'set']
-        name = options[2].split('=', 1)[0]
-        lines = [line for line in self.get_state('grubenv').splitlines() if not line.startswith(name + '=')]
-        self.set_state('grubenv', '\n'.join(lines + [options[2]]) + '\n')
-
 
 def sh_value(host, target, var='GRUB_CMDLINE_LINUX'):
     """What /bin/sh sees in ``var`` after sourcing ``target`` (independent of the parser)."""
@@ -378,7 +259,6 @@ def el8_host(host, version='8.40-42.el8', tuned_params='', kernelopts=EL8_ENTRY_
     host.write('/proc/cmdline', 'BOOT_IMAGE=(hd0,msdos1)/vmlinuz-%s %s\n' % (EL8_KERNELS[0], kernelopts))
     install_boot_tools(host.bin, host.root, version)
     host.tool('grub2-mkconfig', '#!/bin/sh\nexit 1\n')
-    host.simulate = False
     return host
 
 
@@ -405,7 +285,6 @@ def el9_host(host, kernel_cmdline=EL9_KERNEL_CMDLINE, efi=False, version='8.40-6
     host.write('/proc/cmdline', PROC_CMDLINE)
     install_boot_tools(host.bin, host.root, version)
     host.tool('grub2-mkconfig', '#!/bin/sh\nexit 1\n')
-    host.simulate = False
     return host
 
 
@@ -1017,6 +896,25 @@ def test_grubby_before_8_40_39_rejects_no_etc_grub_update(host):
     assert rc == 1 and "unrecognized option '--no-etc-grub-update'" in err
 
 
+# grubby-bls update_args (fedora-riscv/grubby grubby-bls; unchanged from 8.40-34 to 8.40-69): one
+# sed per argument, "(start or blank)NAME(blank or end | =value)" replaced by a blank, then an
+# unquoted echo that joins the words with single spaces.
+@pytest.mark.parametrize('args, remove, add, expected', [
+    ('ro  quiet', [], ['transparent_hugepage=never'], 'ro quiet transparent_hugepage=never'),
+    ('ro transparent_hugepage=always quiet', [], ['transparent_hugepage=never'], 'ro quiet transparent_hugepage=never'),
+    ('a transparent_hugepage=x transparent_hugepage=y b', ['transparent_hugepage'], [], 'a b'),
+    # a bare NAME match takes the blank after it: the adjacent second word survives the pass
+    ('a X X b', ['X'], [], 'a X b'),
+    ('X X X', ['X'], [], 'X'),
+    # an argument with "=" is removed once, exactly
+    ('a k=1 b k=1', ['k=1'], [], 'a b k=1'),
+    ('transparent_hugepagefoo=1 transparent_hugepage', ['transparent_hugepage'], [], 'transparent_hugepagefoo=1'),
+    ('$kernelopts $tuned_params', [], ['transparent_hugepage=never'], '$kernelopts $tuned_params transparent_hugepage=never'),
+])
+def test_grubby_update_args(args, remove, add, expected):
+    assert bl.grubby_update_args(args, remove, add) == expected
+
+
 def test_el8_plan_apply_replan(host):
     el8_host(host)
     before = host.configured()
@@ -1049,13 +947,18 @@ def test_el8_plan_apply_replan(host):
     assert host.plan()['changed'] is False
 
 
-@pytest.mark.parametrize('version', ['8.40-34.el8', '8.40-41.el8'])
-def test_el8_0_to_8_4_tuned_params_is_seen_although_grubby_info_expands_it(host, version):
-    """grubby 8.40-34..-41 (RHEL 8.0 to 8.4) prints every $var expanded in --info, so the
-    args show tuned's value as if it were the entry's own. The raw entry says where it is from."""
+@pytest.mark.parametrize('version', EL8_VERSIONS)
+def test_el8_tuned_params_is_seen_on_every_release(host, version):
+    """A tuned [bootloader] section sets $tuned_params in grubenv. grubby 8.40-34..-41 (RHEL 8.0
+    to 8.4) prints every $var expanded in --info, so its args show tuned's value as if it were
+    the entry's own; from 8.40-42 (commit 2b59d13) --info keeps $tuned_params. The raw entry
+    file says where the value is from on every release."""
     el8_host(host, version=version, tuned_params='transparent_hugepage=always')
     info = host.run([host.which('grubby'), '--info=ALL'])[1]
-    assert '$tuned_params' not in info and 'quiet transparent_hugepage=always' in info
+    if version in ('8.40-34.el8', '8.40-37.el8', '8.40-38.el8', '8.40-41.el8'):
+        assert '$tuned_params' not in info and 'quiet transparent_hugepage=always' in info
+    else:
+        assert 'quiet $tuned_params' in info
     with pytest.raises(bl.BootloaderError) as excinfo:
         host.plan()
     assert 'the grubenv variable $tuned_params' in str(excinfo.value)

@@ -629,6 +629,27 @@ def test_check_mode_diff_equals_the_files_after_the_run(env, version, state):
     assert env.run(args)['changed'] is False
 
 
+def test_bls_switched_off_regenerates_the_menu_and_the_reboot_brings_the_value(env):
+    """Issue 10, item 10: RHEL 8 with BLS entries but GRUB_ENABLE_BLSCFG=false and a menu grub.cfg
+    (tests/unit/fixtures/grub/el8-menu-grub.cfg). GRUB boots grub.cfg's kernel lines, so grubby
+    would never reach the kernel and reboot_required would stay true; the module edits
+    /etc/default/grub and regenerates grub.cfg instead."""
+    env.el8()
+    env.host.write('/etc/default/grub', GRUB_EL8.replace('GRUB_ENABLE_BLSCFG=true', 'GRUB_ENABLE_BLSCFG=false'))
+    env.host.write('/boot/grub2/grub.cfg', fixture('grub/el8-menu-grub.cfg'))
+    result = env.run(APPLY)
+    assert result['cmdline']['method'] == 'grub2-mkconfig'
+    assert env.ran('grubby', '--update-kernel=ALL') == []
+    assert env.ran('grub2-mkconfig') == [[env.bin_path('grub2-mkconfig'), '-o', '/boot/grub2/grub.cfg']]
+    assert result['reboot_required'] is True
+    # the reboot: the kernel gets the arguments of the grub.cfg kernel line GRUB boots
+    kernel_line = [l for l in env.host.read('/boot/grub2/grub.cfg').splitlines() if l.strip().startswith('linux16')][0]
+    env.host.write('/proc/cmdline', 'BOOT_IMAGE=' + kernel_line.split(None, 1)[1] + '\n')
+    again = env.run(APPLY)
+    assert again['changed'] is False
+    assert again['reboot_required'] is False
+
+
 def test_check_mode_on_a_converged_host_is_unchanged(el8):
     el8.run(APPLY)
     checksum = tree_checksum(el8.root)
