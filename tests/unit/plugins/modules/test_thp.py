@@ -11,9 +11,10 @@
 
 The host's tools are fake executables in ``tmpdir/bin``, found through a patched
 ``get_bin_path`` and run by the real ``AnsibleModule.run_command`` (wrapped only to record
-the calls). They act on the fake tree the way the real ones act on a host: ``grubby``
-reads and edits the BLS entries in /boot/loader/entries, ``grub2-editenv`` the grubenv
-block, ``grub2-mkconfig``/``update-grub`` regenerate grub.cfg by sourcing
+the calls). They act on the fake tree the way the real ones act on a host: ``grubby`` (with
+``rpm`` and ``grub2-editenv``) is the versioned grubby-bls fake of fakehost.py
+(``install_boot_tools``), acting on the BLS entries, the grubenv block, /etc/default/grub and
+/etc/kernel/cmdline as that package release does; ``grub2-mkconfig``/``update-grub`` regenerate grub.cfg by sourcing
 /etc/default/grub with /bin/sh, ``tuned-adm profile`` switches the active profile. So a
 second run sees what the first one did, and idempotence is real.
 """
@@ -105,7 +106,6 @@ GRUB_DEBIAN = (
 # The fake tools: one script, run by the interpreter running the tests (2.7, 3.6 or 3.11).
 
 FAKE_TOOL = r'''
-import glob
 import json
 import os
 import re
@@ -114,7 +114,6 @@ import sys
 
 ROOT, TOOL, ARGS = sys.argv[1], sys.argv[2], sys.argv[3:]
 CONF = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), 'faketools.json')
-GRUBENV = '/boot/grub2/grubenv'
 
 
 def conf():
@@ -156,87 +155,6 @@ def injected_failure():
     if failure:
         return fail(failure[1], failure[0])
     return None
-
-
-# grubby: the BLS entries under ROOT are its state.
-def bls_entries():
-    return sorted(glob.glob(path('/boot/loader/entries/*.conf')), reverse=True)
-
-
-def parse_entry(full):
-    fields = []
-    with open(full) as f:
-        for line in f.read().splitlines():
-            if line.strip():
-                key, _sep, value = line.partition(' ')
-                fields.append([key, value.strip()])
-    return fields
-
-
-def grubby():
-    if ARGS == ['--info=ALL']:
-        for index, full in enumerate(bls_entries()):
-            entry = dict(parse_entry(full))
-            words = entry.get('options', '').split()
-            out('index=%d\n' % index)
-            out('kernel="/boot%s"\n' % entry['linux'])
-            out('args="%s"\n' % ' '.join(w for w in words if not w.startswith('root=')))
-            for w in words:
-                if w.startswith('root='):
-                    out('root="%s"\n' % w[5:])
-            out('initrd="/boot%s $tuned_initrd"\n' % entry.get('initrd', ''))
-            out('title="%s"\n' % entry.get('title', ''))
-            out('id="%s"\n' % os.path.basename(full)[:-5])
-        return 0
-    if ARGS[:1] == ['--update-kernel=ALL'] and len(ARGS) > 1:
-        failed = injected_failure()
-        if failed:
-            return failed
-        remove, add = [], []
-        for opt in ARGS[1:]:
-            if opt.startswith('--remove-args='):
-                remove.extend(opt[len('--remove-args='):].split())
-            elif opt.startswith('--args='):
-                add.extend(opt[len('--args='):].split())
-            else:
-                return fail('grubby: bad option %s' % opt, 64)
-        drop = set(remove + [a.split('=', 1)[0] for a in add])
-        for full in bls_entries():
-            fields = parse_entry(full)
-            for field in fields:
-                if field[0] == 'options':
-                    field[1] = ' '.join([w for w in field[1].split() if w.split('=', 1)[0] not in drop] + add)
-            with open(full, 'w') as f:
-                f.write(''.join('%s %s\n' % (k, v) for k, v in fields))
-        return 0
-    return fail('grubby: unexpected arguments %r' % (ARGS,), 64)
-
-
-# grub2-editenv: the 1024-byte environment block /boot/grub2/grubenv.
-def grubenv_lines():
-    return [l for l in (read(GRUBENV) or '').splitlines() if l and not l.startswith('#')]
-
-
-def editenv():
-    if ARGS == ['-', 'list']:
-        out(''.join(l + '\n' for l in grubenv_lines()))
-        return 0
-    if ARGS[:2] == ['-', 'set'] and len(ARGS) > 2:
-        failed = injected_failure()
-        if failed:
-            return failed
-        lines = grubenv_lines()
-        for assignment in ARGS[2:]:
-            name = assignment.split('=', 1)[0]
-            names = [l.split('=', 1)[0] for l in lines]
-            if name in names:
-                lines[names.index(name)] = assignment
-            else:
-                lines.append(assignment)
-        body = '# GRUB Environment Block\n' + ''.join(l + '\n' for l in lines)
-        write(GRUBENV, body + '#' * (1024 - len(body)))
-        return 0
-    return fail('grub2-editenv: unexpected arguments %r' % (ARGS,), 64)
 
 
 # grub2-mkconfig -o FILE / update-grub: kernel lines from /etc/default/grub as sh sees it.
@@ -287,10 +205,6 @@ def tuned_adm():
 
 
 def main():
-    if TOOL == 'grubby':
-        return grubby()
-    if TOOL == 'grub2-editenv':
-        return editenv()
     if TOOL == 'grub2-mkconfig':
         if ARGS[:1] != ['-o'] or len(ARGS) != 2:
             return fail('grub2-mkconfig: usage: grub2-mkconfig -o FILE', 64)
