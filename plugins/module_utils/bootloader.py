@@ -527,6 +527,40 @@ def _bls_entries(root):
     return sorted(glob.glob(os.path.join(root_path(root, BLS_DIR), '*.conf')))
 
 
+def _blscfg_enabled(text):
+    """What ``GRUB_ENABLE_BLSCFG`` says in /etc/default/grub: True, False, or None when unset.
+
+    Read as leapp-repository reads it (``libraries/grub.py``, ``is_blscfg_enabled_in_defaultgrub``,
+    over the name/value pairs of ``systemfacts.py``): the last assignment, double quotes
+    stripped, compared with ``true``. grub2-mkconfig's 10_linux writes a ``blscfg`` menu
+    only for that value.
+    """
+    if text is None:
+        return None
+    found = None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith('#') or '=' not in line:
+            continue
+        name, value = line.split('=', 1)
+        if name.strip() == 'GRUB_ENABLE_BLSCFG':
+            found = value.strip().strip('"\'') == 'true'
+    return found
+
+
+def _cfg_loads_bls(text):
+    """True when a grub.cfg runs ``blscfg`` (GRUB then reads /boot/loader/entries).
+
+    leapp-repository (``systemfacts.py``, ``get_bios_grubcfg_details``) looks for
+    ``insmod blscfg``; the menu loads the module and then runs the ``blscfg`` command.
+    Either line, not commented out, counts.
+    """
+    for line in (text or '').splitlines():
+        if re.match(r'^\s*(?:insmod\s+)?blscfg(?:\s|$)', line):
+            return True
+    return False
+
+
 def _efi_grub_cfg(root, os_id):
     """The grub.cfg under /boot/efi/EFI: the vendor directory holding one, else the ID's."""
     base = root_path(root, '/boot/efi/EFI')
@@ -551,11 +585,20 @@ def detect(root, which):
 
     Returns a dict: ``os_id``, ``version_id``, ``major`` (int or None), ``family`` (``el7``,
     ``el8``, ``el9``, ``debian`` or ``unknown``), ``efi`` (``/sys/firmware/efi`` exists),
-    ``bls`` (``/boot/loader/entries`` has ``*.conf``), ``method`` (``grub2-mkconfig``,
-    ``grubby``, ``update-grub`` or ``none``), ``reason`` (why this method, or why none),
-    ``tools`` (paths of grubby, grub2-editenv, grub2-mkconfig, update-grub or None) and
-    ``grub_cfg`` (the grub.cfg a regeneration writes, or None). A missing tool does not
-    raise here; :func:`plan` and :func:`configured` do, naming the package.
+    ``bls`` (``/boot/loader/entries`` has ``*.conf``), ``bls_enabled`` (GRUB_ENABLE_BLSCFG:
+    True, False or None when unset), ``method`` (``grub2-mkconfig``, ``grubby``, ``update-grub``
+    or ``none``), ``reason`` (why this method, or why none), ``error`` (None, or why nothing
+    can be planned: :func:`plan` and :func:`configured` raise it), ``tools`` (paths of grubby,
+    grub2-editenv, grub2-mkconfig, update-grub, rpm or None) and ``grub_cfg`` (the grub.cfg a
+    regeneration writes, or None). A missing tool does not raise here; :func:`plan` and
+    :func:`configured` do, naming the package.
+
+    BLS entries alone do not make the method ``grubby``: GRUB reads them only when the grub.cfg
+    it loads runs ``blscfg``, and grub2-mkconfig writes that only with GRUB_ENABLE_BLSCFG=true
+    (the two checks leapp-repository makes, ``systemfacts.py`` and ``libraries/grub.py``).
+    With BLS switched off the kernel lines of grub.cfg are what boots, so the method is
+    ``grub2-mkconfig``. GRUB_ENABLE_BLSCFG=true with a grub.cfg without ``blscfg`` (not
+    regenerated since) is an ``error``: neither way would reach the kernel.
     """
     release = _os_release(root)
     os_id = release.get('ID', '').lower()
@@ -569,10 +612,12 @@ def detect(root, which):
         'grub2_editenv': which('grub2-editenv'),
         'grub2_mkconfig': which('grub2-mkconfig'),
         'update_grub': which('update-grub'),
+        'rpm': which('rpm'),
     }
     facts = {
         'os_id': os_id, 'version_id': version_id, 'major': major, 'family': family,
-        'efi': efi, 'bls': bls, 'tools': tools, 'grub_cfg': None, 'method': 'none', 'reason': '',
+        'efi': efi, 'bls': bls, 'bls_enabled': None, 'tools': tools, 'grub_cfg': None, 'method': 'none',
+        'reason': '', 'error': None,
     }
     release_name = '%s %s' % (os_id or 'unknown', version_id or '(no VERSION_ID)')
 
@@ -581,29 +626,51 @@ def detect(root, which):
 
     if family.startswith('el'):
         grub2_cfg = '/boot/grub2/grub.cfg'
-        efi_cfg = _efi_grub_cfg(root, os_id) if efi else None
-        if bls:
-            # RHEL 9's EFI grub.cfg is a stub that loads /boot/grub2/grub.cfg; RHEL 8's is real.
-            target = efi_cfg if efi and family != 'el9' else grub2_cfg
-            facts['grub_cfg'] = target if exists(target) else None
+        # RHEL 9's EFI grub.cfg is a stub that loads /boot/grub2/grub.cfg; RHEL 7's and 8's is real.
+        target = _efi_grub_cfg(root, os_id) if efi and family != 'el9' else grub2_cfg
+        cfg_text = read_text(root_path(root, target))
+        enabled = _blscfg_enabled(read_grub_default(root))
+        facts['bls_enabled'] = enabled
+        reads_bls = _cfg_loads_bls(cfg_text)
+        if bls and ((cfg_text is not None and reads_bls and enabled is not False)
+                    or (cfg_text is None and enabled)):
+            facts['grub_cfg'] = target if cfg_text is not None else None
             facts['method'] = 'grubby'
             extra = {'el8': ', the grubenv kernelopts (new kernels)',
                      'el9': ', /etc/kernel/cmdline (new kernels)'}.get(family, '')
-            facts['reason'] = ('%s with BLS entries in %s: grubby --update-kernel=ALL%s and '
-                               'GRUB_CMDLINE_LINUX in %s' % (release_name, BLS_DIR, extra, GRUB_DEFAULT))
+            facts['reason'] = ('%s with BLS entries in %s that GRUB reads (%s): grubby --update-kernel=ALL%s '
+                               'and GRUB_CMDLINE_LINUX in %s'
+                               % (release_name, BLS_DIR, 'blscfg in %s' % target if cfg_text is not None
+                                  else 'GRUB_ENABLE_BLSCFG=true', extra, GRUB_DEFAULT))
             if not tools['grubby']:
                 facts['reason'] += '; grubby is not installed (package grubby)'
             return facts
-        target = efi_cfg if efi else grub2_cfg
-        usable = exists(target) or (efi and os.path.isdir(os.path.dirname(root_path(root, target))))
+        if bls and cfg_text is not None and not reads_bls and enabled:
+            facts['reason'] = ('%s has GRUB_ENABLE_BLSCFG=true, but %s has no blscfg: GRUB boots the menu '
+                               'entries of %s, not the BLS entries in %s' % (GRUB_DEFAULT, target, target, BLS_DIR))
+            facts['error'] = (
+                '%s. grub.cfg was not regenerated after BLS was switched on, so neither grubby nor '
+                'grub2-mkconfig alone would reach the kernel. Regenerate it (grub2-mkconfig -o %s) to boot the BLS '
+                'entries, or set GRUB_ENABLE_BLSCFG=false in %s to keep the menu, then run again.'
+                % (facts['reason'], target, GRUB_DEFAULT))
+            facts['method'] = 'grub2-mkconfig'
+            facts['grub_cfg'] = target
+            return facts
+        usable = cfg_text is not None or (efi and os.path.isdir(os.path.dirname(root_path(root, target))))
         if not usable:
             facts['reason'] = ('the boot loader is not managed here: no %s (%s boot; direct kernel '
                                'boot or another boot loader?)' % (target, 'UEFI' if efi else 'BIOS'))
             return facts
         facts['grub_cfg'] = target
         facts['method'] = 'grub2-mkconfig'
-        facts['reason'] = ('%s without BLS entries: GRUB_CMDLINE_LINUX in %s, then grub2-mkconfig '
-                           '-o %s (%s)' % (release_name, GRUB_DEFAULT, target, 'UEFI' if efi else 'BIOS'))
+        if bls:
+            why = ('its BLS entries are not read: %s has no blscfg' % target if not reads_bls else
+                   'GRUB_ENABLE_BLSCFG=false, so %s is regenerated as a menu without the BLS entries' % target)
+            facts['reason'] = ('%s with %s: GRUB_CMDLINE_LINUX in %s, then grub2-mkconfig -o %s (%s)'
+                               % (release_name, why, GRUB_DEFAULT, target, 'UEFI' if efi else 'BIOS'))
+        else:
+            facts['reason'] = ('%s without BLS entries: GRUB_CMDLINE_LINUX in %s, then grub2-mkconfig '
+                               '-o %s (%s)' % (release_name, GRUB_DEFAULT, target, 'UEFI' if efi else 'BIOS'))
         return facts
     if family == 'debian':
         target = '/boot/grub/grub.cfg'
@@ -621,6 +688,224 @@ def detect(root, which):
     facts['reason'] = ('release %s is not supported: the boot loader is not managed here '
                        '(supported: RHEL 7/8/9 and rebuilds, Debian, Ubuntu)' % release_name)
     return facts
+
+
+# -- grubby, as each release's package behaves ---------------------------------------------------
+#
+# /usr/sbin/grubby on RHEL 8 and 9 is the grubby-bls shell script (Source1 of the grubby
+# package; its history is Fedora dist-git, mirrored as fedora-riscv/grubby, and the RHEL 8
+# grubby.spec changelog names what each el8 release took). It has no --version option (its
+# getopt call rejects it), so the version comes from ``rpm -q grubby``. With
+# ``--update-kernel=ALL`` and ``--args``/``--remove-args`` (function update_bls_fragment):
+#
+# * every release: each entry's ``options`` line is rewritten with the edited arguments, its
+#   ``$kernelopts`` expanded; up to 8.40-41 every ``$var`` is expanded (commit 290786e,
+#   el8 8.40-34), from 8.40-42 only ``$kernelopts`` (commit 2b59d13), so tuned's
+#   ``$tuned_params`` survives. The expansion takes grubenv's value, or keeps ``$var`` when empty.
+# * 8.40-37 (RHEL 8.1, commit 6abeb6f): grubenv ``kernelopts`` is edited too, and entries
+#   whose options hold ``$kernelopts`` are meant to be left alone; 8.40-37's test for that is
+#   always true, so it rewrites them all (fixed in 8.40-38, commit 08153fc). An entry whose new
+#   options equal the new kernelopts is set back to ``$kernelopts``; Fedora dropped that
+#   (commit 12e62c4, 8.40-45) but no el8 changelog entry does, so el8 keeps it here.
+# * 8.40-39 (commits 8c7d866, f24781c): GRUB_CMDLINE_LINUX in /etc/default/grub is replaced by
+#   a sed on every line that starts with GRUB_CMDLINE_LINUX (GRUB_CMDLINE_LINUX_DEFAULT too),
+#   with the value as the shell sources it: quoting, comments and ``$VAR`` references are lost.
+#   ``--no-etc-grub-update`` skips it. The option handler shifts twice, so the option must be
+#   the last one given (then the extra shift takes getopt's ``--``; anywhere else it swallows
+#   the next option and grubby fails).
+# * 8.40-41 (commit 770392f): /etc/default/grub and kernelopts only when they hold a value.
+# * 8.40-47 (RHEL 8.7, "Backport fedora/rhel9 initial cmdline population"; commits 1faea2d and
+#   0da23ad) and RHEL 9: /etc/kernel/cmdline is rewritten, and created from the oldest entry's
+#   options when missing. 8.40-43 to -46 wrote it in ways that were reverted; not modelled.
+#
+# The argument editing (update_args) removes ``name`` and ``name=...`` words with sed, one pass
+# per argument, and joins the words with single spaces (an unquoted echo).
+
+GRUBBY_SOURCE = 'grubby-bls (Fedora dist-git grubby, fedora-riscv/grubby; RHEL 8 grubby.spec changelog)'
+
+
+def _natural_key(name):
+    return [(0, int(part), '') if part.isdigit() else (1, 0, part) for part in re.findall(r'\d+|\D+', name)]
+
+
+def _bls_files(root):
+    """``(target path, text)`` of each BLS entry, in grubby's order (``sort -Vr`` of the names)."""
+    found = []
+    for full in _bls_entries(root):
+        found.append((BLS_DIR + '/' + os.path.basename(full), read_text(full) or ''))
+    found.sort(key=lambda item: _natural_key(os.path.basename(item[0])[:-len('.conf')]), reverse=True)
+    return found
+
+
+def bls_options(text):
+    """The ``options`` value of a BLS entry (the first such line), or ''."""
+    for line in (text or '').splitlines():
+        m = re.match(r'^options[ \t]+(.*)$', line)
+        if m:
+            return m.group(1).strip()
+        if line.strip() == 'options':
+            return ''
+    return ''
+
+
+def _set_bls_options(text, value):
+    """The entry with every line that starts with ``options`` replaced, as grubby's sed does."""
+    lines = (text or '').splitlines(True)
+    out = []
+    for line in lines:
+        if line.startswith('options'):
+            body = line.rstrip('\r\n')
+            line = 'options %s' % value + line[len(body):]
+        out.append(line)
+    return ''.join(out)
+
+
+def grubby_version(facts, run):
+    """``VERSION-RELEASE`` of the installed grubby package (``8.40-42.el8``), or None."""
+    rpm = facts['tools'].get('rpm')
+    if not rpm:
+        return None
+    rc, out, _err = run([rpm, '-q', '--qf', '%{VERSION}-%{RELEASE}\\n', 'grubby'])
+    out = (out or '').strip()
+    if rc != 0 or not re.match(r'^\d+(\.\d+)*-\d+', out):
+        return None
+    return out.splitlines()[0]
+
+
+def grubby_model(version, family):
+    """What ``grubby --update-kernel=ALL --args`` edits at ``version`` (see the notes above).
+
+    Returns a dict: ``version``, ``known`` (False: not a modelled release, the newest model of
+    the family is assumed), ``expand_all``, ``kernelopts``, ``kernelopts_if_set``,
+    ``skip_kernelopts_entries``, ``reset_to_kernelopts``, ``etc_default_grub``,
+    ``no_etc_grub_update`` (the option exists) and ``kernel_cmdline``.
+    """
+    m = re.match(r'^(\d+)\.(\d+)-(\d+)(?:\.(el\d+))?', version or '')
+    dist = m.group(4) if m and m.group(4) else family
+    release = int(m.group(3)) if m else None
+    if dist == 'el9' or (release is None and family == 'el9'):
+        return {'version': version, 'known': release is not None, 'expand_all': False, 'kernelopts': True,
+                'kernelopts_if_set': True, 'skip_kernelopts_entries': True, 'reset_to_kernelopts': False,
+                'etc_default_grub': True, 'no_etc_grub_update': True, 'kernel_cmdline': True}
+    if release is None:
+        release = 48
+    known = m is not None and m.group(1, 2) == ('8', '40') and not 43 <= release <= 46
+    return {'version': version, 'known': known, 'expand_all': release < 42, 'kernelopts': release >= 37,
+            'kernelopts_if_set': release >= 41, 'skip_kernelopts_entries': release >= 38,
+            'reset_to_kernelopts': release >= 37, 'etc_default_grub': release >= 39,
+            'no_etc_grub_update': release >= 39, 'kernel_cmdline': release >= 47}
+
+
+def _strip_words(words, name, exact):
+    """One sed pass of update_args: drop ``name`` (and ``name=...`` unless ``exact``) words.
+
+    The pattern needs a blank (or the start) before the word. A bare ``name`` match takes the
+    blank after it too, so the word right after it cannot match in the same pass (sed goes on
+    after the match): of two adjacent bare ``name`` words the second stays. A ``name=value``
+    match ends at the value and leaves the blank. With ``exact`` (an argument with ``=``) only
+    the first match goes.
+    """
+    out, blocked, done = [], False, False
+    for word in words:
+        bare = word == name
+        hit = bare or (not exact and word.startswith(name + '='))
+        if hit and not blocked and not done:
+            blocked = bare
+            done = exact
+            continue
+        out.append(word)
+        blocked = False
+    return out
+
+
+def grubby_update_args(args, remove, add):
+    """The argument string grubby's update_args makes of ``args``; ``remove``/``add`` are lists."""
+    words = (args or '').split()
+    for arg in remove:
+        words = _strip_words(words, arg, '=' in arg)
+    for arg in add:
+        words = _strip_words(words, arg.split('=', 1)[0], False)
+    return ' '.join(words + list(add))
+
+
+def grubby_expand(options, env, expand_all):
+    """An entry's options as grubby reads them: ``$kernelopts`` (or, with ``expand_all``, every
+    ``$name`` word) replaced by its grubenv value when that is not empty; words joined by one space."""
+    out = []
+    for word in (options or '').split():
+        if word.startswith('$') and (expand_all or word == '$kernelopts') and env.get(word[1:]):
+            out.append(' '.join(env[word[1:]].split()))
+        else:
+            out.append(word)
+    return ' '.join(out)
+
+
+def grub_expand(options, env):
+    """An entry's options as GRUB boots them: every whole-word ``$name``/``${name}`` replaced by its
+    grubenv value ('' when unset). Returns ``(expanded, [(name, value)])``."""
+    out, refs = [], []
+    for word in split_args(options):
+        m = re.match(r'^\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))$', word)
+        if m:
+            name = m.group(1) or m.group(2)
+            refs.append((name, env.get(name, '')))
+            if env.get(name, '').strip():
+                out.append(env[name].strip())
+        else:
+            out.append(word)
+    return ' '.join(out), refs
+
+
+def grubby_predict(model, state, remove, add):
+    """The files and grubenv ``kernelopts`` after ``grubby --update-kernel=ALL`` at ``model``.
+
+    ``state``: ``entries`` ([(path, text)] in grubby's order), ``env`` (grubenv dict),
+    ``grub_default`` (text or None), ``kernel_cmdline`` (text or None), ``no_etc`` (the option
+    is passed). Returns a new dict of the same keys, ``kernelopts`` (new value, or None when
+    grubby leaves it) and ``grub_default_value`` (what the shell sources, for information).
+    """
+    env = state['env']
+    new = dict(state)
+    new['kernelopts'] = None
+    if model['etc_default_grub'] and not state.get('no_etc') and state.get('grub_default') is not None:
+        old = ' '.join(grub_cmdline_linux(state['grub_default']).split())
+        if old or not model['kernelopts_if_set']:
+            value = grubby_update_args(old, remove, add)
+            lines = state['grub_default'].splitlines(True)
+            out = []
+            for line in lines:
+                if line.startswith('GRUB_CMDLINE_LINUX'):
+                    body = line.rstrip('\r\n')
+                    line = 'GRUB_CMDLINE_LINUX="%s"' % value + line[len(body):]
+                out.append(line)
+            new['grub_default'] = ''.join(out)
+    new_kernelopts = None
+    if model['kernelopts']:
+        old = env.get('kernelopts', '')
+        if old or not model['kernelopts_if_set']:
+            new_kernelopts = grubby_update_args(old, remove, add)
+            new['kernelopts'] = new_kernelopts
+    entries = []
+    for path, text in state['entries']:
+        options = bls_options(text)
+        has_kernelopts = '$kernelopts' in options.split()
+        if has_kernelopts and model['skip_kernelopts_entries']:
+            entries.append((path, text))
+            continue
+        args = grubby_update_args(grubby_expand(options, env, model['expand_all']), remove, add)
+        if model['reset_to_kernelopts'] and new_kernelopts is not None and args == new_kernelopts:
+            args = '$kernelopts'
+        entries.append((path, _set_bls_options(text, args)))
+    new['entries'] = entries
+    if model['kernel_cmdline']:
+        text = state.get('kernel_cmdline')
+        if text is None and state['entries']:
+            text = grubby_expand(bls_options(state['entries'][-1][1]), env, model['expand_all']) + '\n'
+        if text is not None:
+            first = (text.splitlines() or [''])[0]
+            first = re.sub(r'\\(.)', r'\1', first)      # read without -r drops the backslashes
+            new['kernel_cmdline'] = grubby_update_args(first, remove, add) + '\n'
+    return new
 
 
 # -- reading the persisted configuration ------------------------------------------------------
@@ -702,6 +987,33 @@ def _entry_label(entry, seen):
     return label
 
 
+def _boot_entries(root, facts, run, env):
+    """The kernels grubby lists, each with what GRUB boots it with.
+
+    Dicts: ``label``, ``path`` (the BLS file, or None), ``options`` (its raw options line,
+    or grubby's printed args without a file), ``expanded`` (the options with grubenv
+    variables expanded as GRUB expands them) and ``refs`` (``[(name, value)]`` of the
+    variables). The raw file is read because ``grubby --info`` prints the options expanded
+    differently per release (every ``$var`` up to 8.40-41, only ``$kernelopts`` from 8.40-42),
+    which would hide tuned's ``$tuned_params`` on RHEL 8.0 to 8.4.
+    """
+    found, seen = [], set()
+    for entry in _grubby_entries(facts, run):
+        path = None
+        ident = entry.get('id')
+        if ident and '/' not in ident and os.path.isfile(root_path(root, '%s/%s.conf' % (BLS_DIR, ident))):
+            path = '%s/%s.conf' % (BLS_DIR, ident)
+        if path:
+            options = bls_options(read_text(root_path(root, path)))
+            expanded, refs = grub_expand(options, env)
+        else:
+            options = entry['args']
+            expanded, refs = _expand(options, env)
+        found.append({'label': _entry_label(entry, seen), 'path': path, 'options': options,
+                      'expanded': expanded, 'refs': refs})
+    return found
+
+
 def _grub_cfg_entries(text):
     """``(kernel, args)`` of the linux/linux16/linuxefi lines of a grub.cfg.
 
@@ -760,15 +1072,15 @@ def configured(root, facts, key, run):
     method = facts['method']
     if method == 'none':
         return result
+    if facts.get('error'):
+        raise BootloaderError(facts['error'])
     text = read_grub_default(root)
     if text is not None:
         result[GRUB_DEFAULT] = _default_grub_value(text, key)[0]
     if method == 'grubby':
-        entries = _grubby_entries(facts, run)
         env = _grubenv(facts, run)
-        seen = set()
-        for entry in entries:
-            result[_entry_label(entry, seen)] = get_arg(_expand(entry['args'], env)[0], key)
+        for entry in _boot_entries(root, facts, run, env):
+            result[entry['label']] = get_arg(entry['expanded'], key)
         if 'kernelopts' in env:
             result['kernelopts'] = get_arg(env['kernelopts'], key)
         cmdline = read_text(root_path(root, KERNEL_CMDLINE))
@@ -799,14 +1111,14 @@ def _new_plan(facts):
     return {
         'method': facts['method'], 'reason': facts['reason'], 'files': [], 'commands': [],
         'changed': False, 'args_before': {}, 'args_after': {}, 'reboot_required': False,
-        'warnings': [],
+        'warnings': [], 'predicted': [], 'grubby': None,
     }
 
 
 def _add_file(result, path, before, after, args_before=None, args_after=None):
     if after == before:
         return
-    result['files'].append({'path': path, 'before': before, 'after': after})
+    result['files'].append({'path': path, 'before': before, 'after': after, 'after_commands': False})
     if args_before is not None:
         result['args_before'][path] = split_args(args_before)
         result['args_after'][path] = split_args(args_after)
@@ -882,49 +1194,111 @@ def _foreign_vars(label, refs, key, value):
 
 
 def _plan_grubby(root, facts, key, value, run, result):
-    entries = _grubby_entries(facts, run)
+    """grubby for the entries, then what grubby does besides, planned around (see grubby_model).
+
+    grubby runs only when an entry does not boot with the value. Its other edits are taken
+    into account instead of fought: ``--no-etc-grub-update`` (last, see the notes) where the
+    release has it, so /etc/default/grub keeps its quoting and this module edits it alone;
+    grubenv ``kernelopts`` and /etc/kernel/cmdline are set to this module's exact text after
+    grubby ran (only when grubby's result differs), so that a backout restores them byte for
+    byte. The entry files grubby rewrites are predicted in ``predicted``.
+    """
     env = _grubenv(facts, run)
+    entries = _boot_entries(root, facts, run, env)
     grubby = facts['tools']['grubby']
-    spellings, needs_update, seen = [], False, set()
+    version = grubby_version(facts, run)
+    model = grubby_model(version, facts['family'])
+    result['grubby'] = {'version': version, 'modelled': model['known'], 'source': GRUBBY_SOURCE}
+    if not model['known']:
+        result['warnings'].append(
+            'the grubby package version %s is not one this module models (rpm -q grubby); it plans as for '
+            'the newest %s grubby and rewrites /etc/default/grub and /etc/kernel/cmdline after grubby runs.'
+            % (version or '(unknown)', facts['family']))
+    spellings, needs_update = [], False
     own_env = dict((name, env[name]) for name in ('kernelopts',) if name in env)
     for entry in entries:
-        label = _entry_label(entry, seen)
-        expanded, refs = _expand(entry['args'], env)
-        foreign = _foreign_vars(label, refs, key, value)
+        label = entry['label']
+        expanded = entry['expanded']
+        foreign = _foreign_vars(label, entry['refs'], key, value)
         if foreign and value is not None:
             raise BootloaderError(foreign[0] + ' Then run again.')
         if foreign:
             # Removing: what tuned sets is not ours to remove; plan from the entry's own args.
             result['warnings'].extend(foreign)
-            expanded = _expand(entry['args'], own_env)[0]
+            expanded = (grub_expand(entry['options'], own_env) if entry['path']
+                        else _expand(entry['options'], own_env))[0]
         for name in _names(expanded, key):
             if name not in spellings:
                 spellings.append(name)
-        # Only the effective value counts: a duplicate with the same value (RHEL 8.0's grubby
-        # appends to entries that also expand $kernelopts) is left alone, or no run would converge.
+        # Only the effective value counts: a duplicate with the same value is left alone, or no
+        # run would converge.
         if get_arg(expanded, key) != value:
             needs_update = True
-            result['args_before'][label] = split_args(expanded)
-            result['args_after'][label] = split_args(set_arg(expanded, key, value))
     other_spellings = [name for name in spellings if name != key]
+    remove, add = [], []
     if value is None and spellings:
-        result['commands'].append([grubby, '--update-kernel=ALL', '--remove-args=%s' % ' '.join(spellings)])
+        remove = spellings
     elif value is not None and (needs_update or other_spellings):
+        remove, add = other_spellings, [format_arg(key, value)]
+    runs = bool(remove or add)
+    no_etc = model['known'] and model['no_etc_grub_update']
+    if runs:
         argv = [grubby, '--update-kernel=ALL']
-        if other_spellings:
-            argv.append('--remove-args=%s' % ' '.join(other_spellings))
-        argv.append('--args=%s' % format_arg(key, value))
+        if remove:
+            argv.append('--remove-args=%s' % ' '.join(remove))
+        if add:
+            argv.append('--args=%s' % ' '.join(add))
+        if no_etc:
+            argv.append('--no-etc-grub-update')
         result['commands'].append(argv)
-    if 'kernelopts' in env:
-        new = set_arg(env['kernelopts'], key, value)
-        if new != env['kernelopts']:
-            result['commands'].append([facts['tools']['grub2_editenv'], '-', 'set', 'kernelopts=%s' % new])
-            result['args_before']['kernelopts'] = split_args(env['kernelopts'])
-            result['args_after']['kernelopts'] = split_args(new)
+
     cmdline = read_text(root_path(root, KERNEL_CMDLINE))
-    if cmdline is not None:
-        _add_file(result, KERNEL_CMDLINE, cmdline, set_arg(cmdline, key, value), cmdline,
-                  set_arg(cmdline, key, value))
+    bls = _bls_files(root)
+    state = {'entries': bls, 'env': env, 'grub_default': read_grub_default(root), 'kernel_cmdline': cmdline,
+             'no_etc': no_etc}
+    after = grubby_predict(model, state, remove, add) if runs else dict(state, kernelopts=None)
+
+    # The entry files grubby rewrites, and what GRUB boots each kernel with afterwards.
+    new_texts = dict(after['entries'])
+    env_after = dict(env)
+    wanted_kernelopts = set_arg(env['kernelopts'], key, value) if 'kernelopts' in env else None
+    if wanted_kernelopts is not None:
+        env_after['kernelopts'] = wanted_kernelopts
+    for path, text in bls:
+        if new_texts.get(path, text) != text:
+            result['predicted'].append({'path': path, 'before': text, 'after': new_texts[path]})
+    for entry in entries:
+        if entry['path']:
+            new_options = bls_options(new_texts.get(entry['path']))
+            new_expanded = grub_expand(new_options, env_after)[0]
+        else:
+            new_expanded = set_arg(entry['expanded'], key, value)
+        if new_expanded != entry['expanded']:
+            result['args_before'][entry['label']] = split_args(entry['expanded'])
+            result['args_after'][entry['label']] = split_args(new_expanded)
+
+    if wanted_kernelopts is not None:
+        current = after['kernelopts'] if after['kernelopts'] is not None else env['kernelopts']
+        if current != wanted_kernelopts:
+            result['commands'].append([facts['tools']['grub2_editenv'], '-', 'set',
+                                       'kernelopts=%s' % wanted_kernelopts])
+        if wanted_kernelopts != env['kernelopts']:
+            result['args_before']['kernelopts'] = split_args(env['kernelopts'])
+            result['args_after']['kernelopts'] = split_args(wanted_kernelopts)
+
+    base = cmdline
+    if base is None and model['kernel_cmdline'] and (runs or value is not None) and bls:
+        # grubby creates it from the oldest entry; this module writes the same when grubby does not run.
+        base = grubby_expand(bls_options(bls[-1][1]), env, model['expand_all']) + '\n'
+    if base is not None:
+        wanted = set_arg(base, key, value)
+        rewritten = runs and model['kernel_cmdline'] and after['kernel_cmdline'] != wanted
+        if wanted != cmdline or rewritten:
+            result['files'].append({'path': KERNEL_CMDLINE, 'before': cmdline, 'after': wanted,
+                                    'after_commands': True})
+            if wanted != cmdline:
+                result['args_before'][KERNEL_CMDLINE] = split_args(cmdline)
+                result['args_after'][KERNEL_CMDLINE] = split_args(wanted)
     elif facts['family'] == 'el9' and value is not None:
         result['warnings'].append(
             '%s does not exist: kernels installed from now on take their arguments from the '
@@ -932,25 +1306,45 @@ def _plan_grubby(root, facts, key, value, run, result):
             'a kernel, or create %s with the full command line.' % (KERNEL_CMDLINE, format_arg(key, value),
                                                                     KERNEL_CMDLINE))
     _plan_grub_default(root, key, value, result, required=False, tool_name='grub2-mkconfig')
+    grub_default = read_grub_default(root)
+    if runs and not no_etc and model['etc_default_grub'] and grub_default is not None:
+        # Without --no-etc-grub-update grubby rewrites the file too: write this module's text after it.
+        wanted = grub_default
+        for change in result['files']:
+            if change['path'] == GRUB_DEFAULT:
+                wanted = change['after']
+                change['after_commands'] = True
+                break
+        else:
+            if after['grub_default'] != grub_default:
+                result['files'].append({'path': GRUB_DEFAULT, 'before': grub_default, 'after': wanted,
+                                        'after_commands': True})
 
 
 def plan(root, facts, key, value, run):
     """What to change so that ``key=value`` (``value`` None: no ``key``) persists across reboots.
 
-    Returns a dict: ``files`` (``[{path, before, after}]``, only the files that change; target
-    paths, ``before`` None for a file that does not exist), ``commands`` (argv lists, run in
-    order after the files are written), ``changed``, ``method``, ``reason``, ``args_before``
-    and ``args_after`` (``{source: [args]}`` for each place whose arguments change: a file, a
-    ``grubby:<kernel>`` entry, ``kernelopts`` or ``<grub.cfg>:<kernel>``), ``reboot_required``
-    (the value after the plan differs from /proc/cmdline) and ``warnings`` (list of str).
+    Returns a dict: ``files`` (``[{path, before, after, after_commands}]``: target paths,
+    ``before`` None for a file that does not exist; the files without ``after_commands`` are
+    written first, then the commands run in order, then the files with it), ``commands`` (argv
+    lists), ``predicted`` (``[{path, before, after}]``: the files the commands rewrite, as they
+    will read afterwards; for the diff, not to write), ``changed``, ``method``, ``reason``,
+    ``args_before`` and ``args_after`` (``{source: [args]}`` for each place whose arguments
+    change: a file, a ``grubby:<kernel>`` entry, ``kernelopts`` or ``<grub.cfg>:<kernel>``),
+    ``reboot_required`` (the value after the plan differs from /proc/cmdline), ``grubby``
+    (None, or the grubby package version and whether it is modelled) and ``warnings``.
 
-    The plan is derived from the persisted configuration only. Raises BootloaderError, with
-    nothing planned, when a needed tool is missing or a file cannot be parsed.
+    After the files and commands, every file in ``files`` and ``predicted`` reads as its
+    ``after``. The plan is derived from the persisted configuration only. Raises
+    BootloaderError, with nothing planned, when a needed tool is missing, a file cannot be
+    parsed or the boot configuration is inconsistent (``facts['error']``).
     """
     result = _new_plan(facts)
     method = facts['method']
     if method == 'none':
         return result
+    if facts.get('error'):
+        raise BootloaderError(facts['error'])
     if method == 'grubby':
         _plan_grubby(root, facts, key, value, run, result)
     elif method == 'grub2-mkconfig':

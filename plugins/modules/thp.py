@@ -22,6 +22,10 @@ description:
     C(grub2-mkconfig) for the BIOS or EFI C(grub.cfg). RHEL 8 runs C(grubby --update-kernel=ALL) and keeps grubenv
     C(kernelopts) and C(/etc/default/grub) in step. RHEL 9 runs grubby and edits C(/etc/kernel/cmdline).
     Debian and Ubuntu edit C(/etc/default/grub) and run C(update-grub).
+  - grubby is used only where GRUB reads the BLS entries (C(blscfg) in C(grub.cfg), C(GRUB_ENABLE_BLSCFG=true));
+    with BLS switched off RHEL 8 and 9 are handled like RHEL 7. What grubby edits besides the entries depends on
+    the grubby package release (C(rpm -q grubby)); the module plans around it, so the diff shows every file as the
+    run leaves it.
   - The values found before the first change are recorded in C(/etc/aemops-os-tuning/thp-baseline.conf), so
     O(state=absent) can restore them.
   - Reports C(reboot_required) when the persisted command line differs from C(/proc/cmdline). It never decides
@@ -184,12 +188,18 @@ def bootloader_plan(module, root, value):
 
 
 def apply_bootloader(module, root, plan):
+    """The plan's files, then its commands, then the files it writes after them (grubby also
+    rewrites /etc/kernel/cmdline, and without --no-etc-grub-update /etc/default/grub)."""
     for change in plan['files']:
-        files.atomic_write(files.root_path(root, change['path']), change['after'], 0o644, module=module)
+        if not change.get('after_commands'):
+            files.atomic_write(files.root_path(root, change['path']), change['after'], 0o644, module=module)
     for argv in plan['commands']:
         rc, out, err = module.run_command(argv)
         if rc != 0:
             module.fail_json(msg='%s failed (rc %d): %s' % (' '.join(argv), rc, (err or out).strip()), changed=True)
+    for change in plan['files']:
+        if change.get('after_commands'):
+            files.atomic_write(files.root_path(root, change['path']), change['after'], 0o644, module=module)
 
 
 def run(module, root):
@@ -231,7 +241,7 @@ def run(module, root):
     boot_plan = None
     if ('cmdline' in persist and present) or (not present and baseline is not None and baseline.get('cmdline_managed')):
         facts, boot_plan = bootloader_plan(module, root, cmdline_value)
-        cmdline.update(method=boot_plan['method'], reason=boot_plan['reason'])
+        cmdline.update(method=boot_plan['method'], reason=boot_plan['reason'], grubby=boot_plan.get('grubby'))
         if boot_plan['method'] == 'none':
             module.warn('the kernel command line is not managed here: %s' % boot_plan['reason'])
             boot_plan = None
@@ -295,8 +305,11 @@ def run(module, root):
     if tuned_plan:
         diff.append(files.diff_entry(tuned_plan['path'], tuned_plan['before'], tuned_plan['after']))
     if boot_plan:
-        for change in boot_plan['files']:
-            diff.append(files.diff_entry(change['path'], change['before'], change['after']))
+        # The files written here and the ones the boot loader tool rewrites (BLS entries), as
+        # they will read after the run.
+        for change in boot_plan['files'] + boot_plan.get('predicted', []):
+            if change['before'] != change['after']:
+                diff.append(files.diff_entry(change['path'], change['before'], change['after']))
         for source in sorted(boot_plan['args_after']):
             diff.append({'before_header': '%s (kernel arguments)' % source,
                          'after_header': '%s (kernel arguments)' % source,

@@ -331,3 +331,322 @@ def tree_checksum(root):
                 with open(full, 'rb') as f:
                     result[rel] = ('file', oct(os.stat(full).st_mode), hashlib.sha1(f.read()).hexdigest())
     return result
+
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures')
+
+
+def fixture(name):
+    """The text of ``tests/unit/fixtures/<name>`` (each fixture names its upstream source)."""
+    with open(os.path.join(FIXTURES, name)) as f:
+        return f.read()
+
+
+# -- grubby (the BLS grubby of RHEL 8 and 9), rpm and grub2-editenv ---------------------------------
+#
+# A fake of /usr/sbin/grubby as the grubby-bls script of each modelled package release behaves,
+# written from the script's history (Fedora dist-git grubby, mirrored as fedora-riscv/grubby:
+# commits 290786e, 6abeb6f, 08153fc, 8c7d866, f24781c, 770392f, 2b59d13, 1faea2d, 0da23ad) and
+# the RHEL 8 grubby.spec changelog (which el8 release took which change). Behaviour by release
+# (el8 numbering; el9 is the Fedora 8.40-66+ script):
+#
+# =========  ====  ===========================================================================
+# release    RHEL  --update-kernel=ALL --args/--remove-args
+# =========  ====  ===========================================================================
+# 8.40-34    8.0   rewrites every entry's options, every $var expanded (grubenv, if not empty)
+# 8.40-37    8.1   + edits grubenv kernelopts; its "$kernelopts in the entry" test is always
+#                  true, so entries are still all rewritten; an entry equal to the new
+#                  kernelopts is set back to "$kernelopts"
+# 8.40-38    8.2   entries holding $kernelopts are left alone
+# 8.40-41    8.3   + GRUB_CMDLINE_LINUX sed on /etc/default/grub (every GRUB_CMDLINE_LINUX*
+#                  line, value as sourced), --no-etc-grub-update; both only when set
+# 8.40-42    8.5   only $kernelopts is expanded (--info and updates)
+# 8.40-48    8.8   + /etc/kernel/cmdline rewritten, created from the oldest entry when missing
+# 8.40-63    9.x   as 8.40-48, without the "$kernelopts" reset (Fedora commit 12e62c4)
+# =========  ====  ===========================================================================
+#
+# grubby-bls has no --version: its getopt rejects it, so the package version comes from
+# ``rpm -q --qf '%{VERSION}-%{RELEASE}\n' grubby`` (the fake rpm). Options are normalised the
+# way getopt(1) does (``--opt=value`` and ``--opt value``, then ``--``) and then parsed with
+# the script's double shift for --no-etc-grub-update, so the option works only when last.
+# grub2-editenv keeps the 1024-byte block /boot/grub2/grubenv (set replaces in place).
+
+GRUBBY_VERSIONS = ('8.40-34.el8', '8.40-37.el8', '8.40-38.el8', '8.40-41.el8', '8.40-42.el8',
+                   '8.40-48.el8', '8.40-63.el9')
+
+FAKE_BOOT_TOOLS = r'''
+import os
+import re
+import subprocess
+import sys
+
+ROOT, VERSION, TOOL, ARGS = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+m = re.match(r'^\d+\.\d+-(\d+)\.(el\d+)$', VERSION)
+RELEASE, DIST = int(m.group(1)), m.group(2)
+EL9 = DIST == 'el9'
+GRUBENV = '/boot/grub2/grubenv'
+ENTRIES = '/boot/loader/entries'
+LOG = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), 'boot-tools.log')
+
+
+def path(target):
+    return os.path.join(ROOT, target.lstrip('/'))
+
+
+def read(target):
+    try:
+        with open(path(target)) as f:
+            return f.read()
+    except IOError:
+        return None
+
+
+def write(target, text):
+    with open(path(target), 'w') as f:
+        f.write(text)
+
+
+def err(message, rc=1):
+    sys.stderr.write(message + '\n')
+    return rc
+
+
+# grub2-editenv: the environment block
+def env_lines():
+    return [l for l in (read(GRUBENV) or '').splitlines() if l and not l.startswith('#')]
+
+
+def env_set(assignment):
+    lines = env_lines()
+    name = assignment.split('=', 1)[0]
+    names = [l.split('=', 1)[0] for l in lines]
+    if name in names:
+        lines[names.index(name)] = assignment
+    else:
+        lines.append(assignment)
+    body = '# GRUB Environment Block\n' + ''.join(l + '\n' for l in lines)
+    if len(body) > 1024:
+        return err('grub2-editenv: error: environment block too small.')
+    write(GRUBENV, body + '#' * (1024 - len(body)))
+    return 0
+
+
+def editenv():
+    if ARGS == ['-', 'list']:
+        sys.stdout.write(''.join(l + '\n' for l in env_lines()))
+        return 0
+    if ARGS[:2] == ['-', 'set'] and len(ARGS) == 3:
+        return env_set(ARGS[2])
+    return err('grub2-editenv: unexpected arguments %r' % (ARGS,), 64)
+
+
+def env_grep(name):
+    # grub2-editenv list | grep NAME | sed s/NAME=//: every line holding NAME, joined by echo
+    values = [l.replace(name + '=', '', 1) for l in env_lines() if name in l]
+    return ' '.join(' '.join(values).split())
+
+
+# rpm -q
+def rpm():
+    if ARGS == ['-q', '--qf', '%{VERSION}-%{RELEASE}\\n', 'grubby']:
+        sys.stdout.write(VERSION + '\n')
+        return 0
+    if ARGS == ['-q', 'grubby']:
+        sys.stdout.write('grubby-%s.x86_64\n' % VERSION)
+        return 0
+    return err('rpm: unexpected arguments %r' % (ARGS,), 64)
+
+
+# grubby-bls
+def flat(text):
+    return ' '.join(text.split())
+
+
+def sed_strip(args, name, first_only):
+    name = re.escape(name)
+    if first_only:
+        return flat(re.sub(r'(^|\s)' + name + r'(\s|$)', ' ', args, count=1))
+    return flat(re.sub(r'(^|\s)' + name + r'((\s|$)|(=[^ ]*(\$*)))', ' ', args))
+
+
+def update_args(args, remove, add):
+    args = flat(args)
+    for arg in remove.split():
+        args = sed_strip(args, arg, '=' in arg)
+    for arg in add.split():
+        args = sed_strip(args, arg.split('=', 1)[0], False)
+    for arg in add.split():
+        args = args + ' ' + arg
+    return flat(args)
+
+
+def entries():
+    names = [n[:-5] for n in os.listdir(path(ENTRIES)) if n.endswith('.conf')] if os.path.isdir(path(ENTRIES)) else []
+    def key(n):
+        return [(0, int(p), '') if p.isdigit() else (1, 0, p) for p in re.findall(r'\d+|\D+', n)]
+    found = []
+    for name in sorted(names, key=key, reverse=True):
+        text = read('%s/%s.conf' % (ENTRIES, name))
+        fields = {}
+        for line in text.splitlines():
+            mm = re.match(r'^(\S+)[ \t]*(.*)$', line)
+            if mm and mm.group(1) not in fields:
+                fields[mm.group(1)] = mm.group(2)
+        fields['__id'] = name
+        found.append(fields)
+    return found
+
+
+def bls_args(entry):
+    args = flat(entry.get('options', ''))
+    for opt in args.split():
+        expand = opt == '$kernelopts' if RELEASE >= 42 or EL9 else opt.startswith('$')
+        if expand:
+            value = env_grep(opt[1:])
+            if value:
+                args = flat(args.replace(opt, value, 1))
+    return args
+
+
+def set_options(entry, value):
+    target = '%s/%s.conf' % (ENTRIES, entry['__id'])
+    lines = read(target).splitlines(True)
+    out = []
+    for line in lines:
+        if line.startswith('options'):
+            line = 'options %s\n' % flat(value)
+        out.append(line)
+    write(target, ''.join(out))
+
+
+def has_kernelopts(entry):
+    if RELEASE < 38 and not EL9:
+        return False            # 8.40-34: no such test; 8.40-37: the test is always "not there"
+    return '$kernelopts' in entry.get('options', '').split()
+
+
+def sourced(var):
+    script = '. "$1"; printf %s "$' + var + '"'
+    out = subprocess.check_output(['/bin/sh', '-c', script, 'sh', path('/etc/default/grub')],
+                                  universal_newlines=True)
+    return flat(out)
+
+
+LONG = {'args': 1, 'remove-args': 1, 'update-kernel': 1, 'info': 1, 'no-etc-grub-update': 0}
+
+
+def getopt(argv):
+    known = dict(LONG)
+    if RELEASE < 39 and not EL9:
+        del known['no-etc-grub-update']
+    out, rest, i = [], [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a.startswith('--'):
+            name, eq, value = a[2:].partition('=')
+            if name not in known:
+                return None, "grubby: unrecognized option '%s'" % a
+            out.append('--' + name)
+            if known[name]:
+                if not eq:
+                    i += 1
+                    value = argv[i]
+                out.append(value)
+        else:
+            rest.append(a)
+        i += 1
+    return out + ['--'] + rest, None
+
+
+def grubby():
+    opts, problem = getopt(ARGS)
+    if problem:
+        return err(problem)
+    o = {}
+    while opts:
+        a = opts[0]
+        if a == '--no-etc-grub-update':
+            o['no_etc'] = True
+            opts = opts[1:]                  # the handler's own shift, then the loop's
+        elif a == '--':
+            opts = opts[1:]
+            break
+        elif a in ('--args', '--remove-args', '--update-kernel', '--info'):
+            o[a[2:]] = opts[1]
+            opts = opts[1:]
+        else:
+            return err('grubby: invalid option "%s"' % a)
+        opts = opts[1:]
+    all_entries = entries()
+    if 'info' in o:
+        if o['info'] != 'ALL':
+            return err('fake grubby: only --info=ALL')
+        for index, entry in enumerate(all_entries):
+            args, root = bls_args(entry), ''
+            for opt in args.split():
+                if opt.startswith('root='):
+                    root = opt[5:]
+                    args = flat(args.replace(opt, '', 1))
+                    break
+            sys.stdout.write('index=%d\nkernel="/boot%s"\nargs="%s"\n' % (index, entry.get('linux', ''), args))
+            if root:
+                sys.stdout.write('root="%s"\n' % root)
+            sys.stdout.write('initrd="/boot%s"\ntitle="%s"\nid="%s"\n'
+                             % (entry.get('initrd', ''), entry.get('title', ''), entry['__id']))
+        return 0
+    if o.get('update-kernel') != 'ALL' or not (o.get('args') or o.get('remove-args')):
+        return err('fake grubby: only --update-kernel=ALL with --args/--remove-args')
+    add, remove = o.get('args', ''), o.get('remove-args', '')
+    with open(LOG, 'a') as f:
+        f.write('grubby %s\n' % ' '.join(ARGS))
+    opts_now = ''
+    if RELEASE >= 39 or EL9:
+        if not o.get('no_etc') and os.path.exists(path('/etc/default/grub')):
+            old = sourced('GRUB_CMDLINE_LINUX')
+            if old or (RELEASE < 41 and not EL9):
+                value = update_args(old, remove, add)
+                text = read('/etc/default/grub')
+                write('/etc/default/grub', ''.join(
+                    ('GRUB_CMDLINE_LINUX="%s"\n' % value) if l.startswith('GRUB_CMDLINE_LINUX') else l
+                    for l in text.splitlines(True)))
+    if RELEASE >= 37 or EL9:
+        old = env_grep('kernelopts')
+        if old or (RELEASE < 41 and not EL9):
+            opts_now = update_args(old, remove, add)
+            env_set('kernelopts=' + opts_now)
+    for entry in all_entries:
+        new = update_args(bls_args(entry), remove, add)
+        if not has_kernelopts(entry):
+            set_options(entry, new)
+        if RELEASE >= 37 and not EL9 and not has_kernelopts(entry) and opts_now and opts_now == new:
+            set_options(entry, '$kernelopts')
+    if RELEASE >= 47 or EL9:
+        if read('/etc/kernel/cmdline') is None and all_entries:
+            write('/etc/kernel/cmdline', bls_args(all_entries[-1]) + '\n')
+        first = (read('/etc/kernel/cmdline').splitlines() or [''])[0]
+        first = re.sub(r'\\(.)', r'\1', first)
+        write('/etc/kernel/cmdline', update_args(first, remove, add) + '\n')
+    return 0
+
+
+sys.exit({'grubby': grubby, 'rpm': rpm, 'grub2-editenv': editenv}[TOOL]())
+'''
+
+
+def install_boot_tools(bin_dir, root, version, python=None, tools=('grubby', 'rpm', 'grub2-editenv')):
+    """Put fake ``grubby`` (grubby-bls of package ``version``, one of GRUBBY_VERSIONS), ``rpm``
+    and ``grub2-editenv`` acting on the tree ``root`` into ``bin_dir``. Returns the paths."""
+    import stat
+    import sys
+    script = os.path.join(bin_dir, 'fake_boot_tools.py')
+    with open(script, 'w') as f:
+        f.write(FAKE_BOOT_TOOLS)
+    paths = []
+    for name in tools:
+        full = os.path.join(bin_dir, name)
+        with open(full, 'w') as f:
+            f.write("#!/bin/sh\nexec '%s' '%s' '%s' '%s' '%s' \"$@\"\n"
+                    % (python or sys.executable, script, root, version, name))
+        os.chmod(full, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+        paths.append(full)
+    return paths

@@ -7,11 +7,13 @@
 
 Fake hosts are trees under ``tmpdir`` (os-release, /etc/default/grub, BLS entries, EFI
 directories, /proc/cmdline). The boot tools are fake executables in ``tmpdir/bin`` run for
-real through ``subprocess``: each appends its argv to a log; grubby and grub2-editenv print
-canned state (``--info=ALL``, ``- list``) whose changes the tests apply after running a
-planned command, while the fake grub2-mkconfig and update-grub regenerate grub.cfg by
-sourcing /etc/default/grub with /bin/sh, which checks the quoting of the edited file
-independently of the parser under test.
+real through ``subprocess``. On RHEL 8 and 9, grubby, rpm and grub2-editenv are the versioned
+fakes of fakehost.py (``install_boot_tools``): grubby behaves as the grubby-bls script of one
+package release (fakehost.GRUBBY_VERSIONS; sources named there) on the BLS entry files,
+/boot/grub2/grubenv, /etc/default/grub and /etc/kernel/cmdline of the tree. The fake
+grub2-mkconfig and update-grub log their argv and regenerate grub.cfg by sourcing
+/etc/default/grub with /bin/sh, which checks the quoting of the edited file independently of
+the parser under test. grub.cfg fixtures are in tests/unit/fixtures/grub.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -26,6 +28,7 @@ import pytest
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils import bootloader as bl
 from ansible_collections.aemops.os_tuning.plugins.module_utils.files import atomic_write
+from fakehost import GRUBBY_VERSIONS, fixture, install_boot_tools
 
 KEY = 'transparent_hugepage'
 
@@ -57,64 +60,7 @@ GRUB_DEBIAN = (
     'GRUB_CMDLINE_LINUX=""\n'
 )
 
-EL8_INFO = (
-    'index=0\n'
-    'kernel="/boot/vmlinuz-4.18.0-513.5.1.el8_9.x86_64"\n'
-    'args="ro crashkernel=auto resume=/dev/mapper/rhel-swap rd.lvm.lv=rhel/root rhgb quiet $tuned_params"\n'
-    'root="/dev/mapper/rhel-root"\n'
-    'initrd="/boot/initramfs-4.18.0-513.5.1.el8_9.x86_64.img $tuned_initrd"\n'
-    'title="Red Hat Enterprise Linux (4.18.0-513.5.1.el8_9.x86_64) 8.9 (Ootpa)"\n'
-    'id="0123456789abcdef0123456789abcdef-4.18.0-513.5.1.el8_9.x86_64"\n'
-    'index=1\n'
-    'kernel="/boot/vmlinuz-4.18.0-477.10.1.el8_8.x86_64"\n'
-    'args="ro crashkernel=auto resume=/dev/mapper/rhel-swap rd.lvm.lv=rhel/root rhgb quiet $tuned_params"\n'
-    'root="/dev/mapper/rhel-root"\n'
-    'initrd="/boot/initramfs-4.18.0-477.10.1.el8_8.x86_64.img $tuned_initrd"\n'
-    'title="Red Hat Enterprise Linux (4.18.0-477.10.1.el8_8.x86_64) 8.8 (Ootpa)"\n'
-    'id="0123456789abcdef0123456789abcdef-4.18.0-477.10.1.el8_8.x86_64"\n'
-)
-
-# RHEL 8.0's grubby printed the entries' options as written: "$kernelopts" unexpanded.
-EL8_0_INFO = (
-    'index=0\n'
-    'kernel=/boot/vmlinuz-4.18.0-80.el8.x86_64\n'
-    'args="$kernelopts $tuned_params"\n'
-    'initrd=/boot/initramfs-4.18.0-80.el8.x86_64.img $tuned_initrd\n'
-    'title=Red Hat Enterprise Linux (4.18.0-80.el8.x86_64) 8.0 (Ootpa)\n'
-    'index=1\n'
-    'kernel=/boot/vmlinuz-0-rescue-0123456789abcdef0123456789abcdef\n'
-    'args="$kernelopts"\n'
-    'initrd=/boot/initramfs-0-rescue-0123456789abcdef0123456789abcdef.img\n'
-    'title=Red Hat Enterprise Linux (0-rescue-0123456789abcdef0123456789abcdef) 8.0 (Ootpa)\n'
-)
-
-EL8_KERNELOPTS = 'root=/dev/mapper/rhel-root ro crashkernel=auto resume=/dev/mapper/rhel-swap rd.lvm.lv=rhel/root rhgb quiet '
-EL8_GRUBENV = (
-    'saved_entry=0123456789abcdef0123456789abcdef-4.18.0-513.5.1.el8_9.x86_64\n'
-    'kernelopts=%s\n'
-    'boot_success=0\n'
-    'tuned_params=\n'
-    'tuned_initrd=\n' % EL8_KERNELOPTS
-)
-
 EL9_ARGS = 'ro crashkernel=1G-4G:192M,4G-64G:256M,64G-:512M resume=UUID=5b4c rhgb quiet'
-EL9_INFO = (
-    'index=0\n'
-    'kernel="/boot/vmlinuz-5.14.0-362.8.1.el9_3.x86_64"\n'
-    'args="%s"\n'
-    'root="UUID=0f1e2d3c-aaaa-bbbb-cccc-1234567890ab"\n'
-    'initrd="/boot/initramfs-5.14.0-362.8.1.el9_3.x86_64.img"\n'
-    'title="Rocky Linux (5.14.0-362.8.1.el9_3.x86_64) 9.3 (Blue Onyx)"\n'
-    'id="fedcba9876543210fedcba9876543210-5.14.0-362.8.1.el9_3.x86_64"\n'
-    'index=1\n'
-    'kernel="/boot/vmlinuz-0-rescue-fedcba9876543210fedcba9876543210"\n'
-    'args="%s"\n'
-    'root="UUID=0f1e2d3c-aaaa-bbbb-cccc-1234567890ab"\n'
-    'initrd="/boot/initramfs-0-rescue-fedcba9876543210fedcba9876543210.img"\n'
-    'title="Rocky Linux (0-rescue-fedcba9876543210fedcba9876543210) 9.3 (Blue Onyx)"\n'
-    'id="fedcba9876543210fedcba9876543210-0-rescue"\n' % (EL9_ARGS, EL9_ARGS)
-)
-EL9_GRUBENV = 'saved_entry=fedcba9876543210fedcba9876543210-5.14.0-362.8.1.el9_3.x86_64\nboot_success=0\n'
 EL9_KERNEL_CMDLINE = 'root=UUID=0f1e2d3c-aaaa-bbbb-cccc-1234567890ab %s\n' % EL9_ARGS
 
 PROC_CMDLINE = 'BOOT_IMAGE=(hd0,msdos1)/vmlinuz-x root=/dev/mapper/rhel-root ro crashkernel=auto rhgb quiet\n'
@@ -147,26 +93,17 @@ if [ "$1" = -o ]; then out='%(root)s'"$2"; else out='%(root)s/boot/grub/grub.cfg
 } > "$out"
 '''
 
-# grubby and grub2-editenv: log argv, print the canned state for the read-only calls.
-READER = r'''#!/bin/sh
-printf '%%s\t' "$(basename "$0")" "$@" >> '%(log)s'; echo >> '%(log)s'
-case "$*" in
-  '%(read_args)s') cat '%(state)s' ;;
-esac
-'''
-
-
 class Host(object):
     """A fake host: a root tree, a bin directory of fake tools and their call log."""
 
     def __init__(self, tmpdir):
         self.root = str(tmpdir.join('root'))
         self.bin = str(tmpdir.join('bin'))
-        self.state = str(tmpdir.join('state'))
         self.log = str(tmpdir.join('calls.log'))
-        for d in (self.root, self.bin, self.state):
+        for d in (self.root, self.bin):
             os.makedirs(d)
         open(self.log, 'w').close()
+        self.argv_log = []
 
     # files under root
     def path(self, target):
@@ -203,26 +140,9 @@ class Host(object):
         return self.tool(name, MKCONFIG % {'log': self.log, 'root': self.root, 'linux': linux,
                                            'kernels': kernels, 'dropins': 'yes' if dropins else 'no'})
 
-    def grubby(self, info):
-        self.set_state('grubby-info', info)
-        return self.tool('grubby', READER % {'log': self.log, 'read_args': '--info=ALL',
-                                             'state': os.path.join(self.state, 'grubby-info')})
-
-    def editenv(self, grubenv):
-        self.set_state('grubenv', grubenv)
-        return self.tool('grub2-editenv', READER % {'log': self.log, 'read_args': '- list',
-                                                    'state': os.path.join(self.state, 'grubenv')})
-
-    def set_state(self, name, text):
-        with open(os.path.join(self.state, name), 'w') as f:
-            f.write(text)
-
-    def get_state(self, name):
-        with open(os.path.join(self.state, name)) as f:
-            return f.read()
-
     # the injected callables
     def run(self, argv):
+        self.argv_log.append(list(argv))
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
         out, err = proc.communicate()
         return proc.returncode, out, err
@@ -249,46 +169,17 @@ class Host(object):
         return bl.configured(self.root, self.detect(), KEY, self.run)
 
     def apply(self, result):
-        """What the caller does outside check mode: write the files, then run the commands.
-
-        grubby and grub2-editenv only log; their effect on the canned state is simulated here
-        with plain token handling (separate from the code under test).
-        """
+        """What the caller does outside check mode: the files, the commands, then the files
+        written after the commands (thp.apply_bootloader does the same)."""
         for entry in result['files']:
-            atomic_write(self.path(entry['path']), entry['after'])
+            if not entry.get('after_commands'):
+                atomic_write(self.path(entry['path']), entry['after'])
         for argv in result['commands']:
             rc, out, err = self.run(argv)
             assert rc == 0, (argv, out, err)
-            tool = os.path.basename(argv[0])
-            if tool == 'grubby':
-                self._simulate_grubby(argv[1:])
-            elif tool == 'grub2-editenv':
-                self._simulate_editenv(argv[1:])
-
-    def _simulate_grubby(self, options):
-        assert options[0] == '--update-kernel=ALL'
-        remove, add = [], []
-        for opt in options[1:]:
-            if opt.startswith('--remove-args='):
-                remove.extend(opt[len('--remove-args='):].split())
-            elif opt.startswith('--args='):
-                add.extend(opt[len('--args='):].split())
-        lines = []
-        for line in self.get_state('grubby-info').splitlines():
-            if line.startswith('args="'):
-                words = line[len('args="'):-1].split()
-                drop = remove + [a.split('=')[0] for a in add]
-                words = [w for w in words if w.split('=')[0] not in drop] + add
-                line = 'args="%s"' % ' '.join(words)
-            lines.append(line)
-        self.set_state('grubby-info', '\n'.join(lines) + '\n')
-
-    def _simulate_editenv(self, options):
-        assert options[:2] == ['-', 'set']
-        name = options[2].split('=', 1)[0]
-        lines = [line for line in self.get_state('grubenv').splitlines() if not line.startswith(name + '=')]
-        self.set_state('grubenv', '\n'.join(lines + [options[2]]) + '\n')
-
+        for entry in result['files']:
+            if entry.get('after_commands'):
+                atomic_write(self.path(entry['path']), entry['after'])
 
 def sh_value(host, target, var='GRUB_CMDLINE_LINUX'):
     """What /bin/sh sees in ``var`` after sourcing ``target`` (independent of the parser)."""
@@ -318,34 +209,81 @@ def el7_host(host, efi=False, vendor_dir=None, os_release='el7'):
     return host
 
 
-def el8_host(host, info=EL8_INFO, grubenv=EL8_GRUBENV):
-    host.write('/etc/os-release', OS_RELEASE['el8'])
-    host.write('/etc/default/grub', GRUB_EL7.replace('centos/', 'rhel/') + 'GRUB_ENABLE_BLSCFG=true\n')
-    host.write('/boot/loader/entries/0123456789abcdef0123456789abcdef-4.18.0-513.5.1.el8_9.x86_64.conf',
-               'title Red Hat Enterprise Linux\nversion 4.18.0\nlinux /vmlinuz-4.18.0\noptions $kernelopts $tuned_params\n')
-    host.write('/boot/grub2/grub.cfg', '# BLS grub.cfg\n')
-    host.write('/proc/cmdline', PROC_CMDLINE)
-    host.grubby(info)
-    host.editenv(grubenv)
+# The RHEL minor release that shipped each modelled grubby package (RHEL 8 grubby.spec changelog
+# dates against the minor releases; el9: the package seen on 9.2/9.3 hosts).
+GRUBBY_RHEL = {'8.40-34.el8': '8.0', '8.40-37.el8': '8.1', '8.40-38.el8': '8.2', '8.40-41.el8': '8.4',
+               '8.40-42.el8': '8.6', '8.40-48.el8': '8.8', '8.40-63.el9': '9.3'}
+EL8_VERSIONS = [v for v in GRUBBY_VERSIONS if v.endswith('.el8')]
+MACHINE_ID = '0123456789abcdef0123456789abcdef'
+EL8_KERNELS = ('4.18.0-513.5.1.el8_9.x86_64', '4.18.0-477.10.1.el8_8.x86_64')
+EL8_ENTRY_ARGS = 'root=/dev/mapper/rhel-root ro crashkernel=auto resume=/dev/mapper/rhel-swap rd.lvm.lv=rhel/root rhgb quiet'
+EL8_GRUB = GRUB_EL7.replace('centos/', 'rhel/') + 'GRUB_ENABLE_BLSCFG=true\n'
+
+
+def bls_entry(kernel, options, title='Red Hat Enterprise Linux'):
+    """A BLS entry as kernel-install's 20-grub.install writes it on RHEL 8/9."""
+    return ''.join('%s %s\n' % kv for kv in [
+        ('title', '%s (%s)' % (title, kernel)), ('version', kernel), ('linux', '/vmlinuz-%s' % kernel),
+        ('initrd', '/initramfs-%s.img $tuned_initrd' % kernel), ('options', options),
+        ('id', 'rhel-20231101000000-%s' % kernel), ('grub_users', '$grub_users'), ('grub_arg', '--unrestricted'),
+        ('grub_class', 'kernel')])
+
+
+def grubenv_block(pairs):
+    body = '# GRUB Environment Block\n' + ''.join('%s=%s\n' % kv for kv in pairs)
+    return body + '#' * (1024 - len(body))
+
+
+def entry_path(kernel):
+    return '/boot/loader/entries/%s-%s.conf' % (MACHINE_ID, kernel)
+
+
+def el8_host(host, version='8.40-42.el8', tuned_params='', kernelopts=EL8_ENTRY_ARGS, grub=EL8_GRUB):
+    """RHEL 8 (the minor release that shipped grubby ``version``) with BLS entries GRUB reads.
+
+    The newest entry boots ``$kernelopts $tuned_params`` (as anaconda and kernel-install write
+    it), the older one has literal options (as after a per-kernel grubby edit). grub.cfg is the
+    BLS one (blscfg), grubenv a real 1024-byte block. grubby, rpm and grub2-editenv are the
+    versioned fakes of fakehost.py.
+    """
+    host.write('/etc/os-release', OS_RELEASE['el8'].replace('8.9', GRUBBY_RHEL[version]))
+    if grub is not None:
+        host.write('/etc/default/grub', grub)
+    host.write(entry_path(EL8_KERNELS[0]), bls_entry(EL8_KERNELS[0], '$kernelopts $tuned_params'))
+    host.write(entry_path(EL8_KERNELS[1]), bls_entry(EL8_KERNELS[1], EL8_ENTRY_ARGS + ' $tuned_params'))
+    host.write('/boot/grub2/grubenv', grubenv_block([
+        ('saved_entry', '%s-%s' % (MACHINE_ID, EL8_KERNELS[0])), ('kernelopts', kernelopts),
+        ('boot_success', '0'), ('tuned_params', tuned_params), ('tuned_initrd', '')]))
+    host.write('/boot/grub2/grub.cfg', fixture('grub/el8-bls-grub.cfg'))
+    host.mkdir('/etc/kernel')              # kernel-install's directory (systemd-udev), on every RHEL 8
+    host.write('/proc/cmdline', 'BOOT_IMAGE=(hd0,msdos1)/vmlinuz-%s %s\n' % (EL8_KERNELS[0], kernelopts))
+    install_boot_tools(host.bin, host.root, version)
     host.tool('grub2-mkconfig', '#!/bin/sh\nexit 1\n')
     return host
 
 
-def el9_host(host, kernel_cmdline=EL9_KERNEL_CMDLINE, efi=False):
+EL9_KERNELS = ('5.14.0-362.8.1.el9_3.x86_64', '5.14.0-284.11.1.el9_2.x86_64')
+
+
+def el9_host(host, kernel_cmdline=EL9_KERNEL_CMDLINE, efi=False, version='8.40-63.el9'):
+    """Rocky 9.3 with BLS entries (literal options), grubby 8.40-63.el9 and (by default) /etc/kernel/cmdline."""
     host.write('/etc/os-release', OS_RELEASE['el9'])
     host.write('/etc/default/grub', 'GRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX="crashkernel=1G-4G:192M,4G-64G:256M,64G-:512M '
                                     'resume=UUID=5b4c rhgb quiet"\nGRUB_ENABLE_BLSCFG=true\n')
-    host.write('/boot/loader/entries/fedcba9876543210fedcba9876543210-5.14.0-362.8.1.el9_3.x86_64.conf',
-               'title Rocky Linux\nlinux /vmlinuz-5.14.0\noptions root=UUID=0f1e %s\n' % EL9_ARGS)
-    host.write('/boot/grub2/grub.cfg', '# BLS grub.cfg\n')
+    for kernel in EL9_KERNELS:
+        host.write(entry_path(kernel), bls_entry(kernel, 'root=UUID=0f1e2d3c-aaaa-bbbb-cccc-1234567890ab %s' % EL9_ARGS,
+                                                 title='Rocky Linux'))
+    host.write('/boot/grub2/grub.cfg', fixture('grub/el8-bls-grub.cfg'))
+    host.write('/boot/grub2/grubenv', grubenv_block([('saved_entry', '%s-%s' % (MACHINE_ID, EL9_KERNELS[0])),
+                                                     ('boot_success', '0')]))
+    host.mkdir('/etc/kernel')
     if kernel_cmdline is not None:
         host.write('/etc/kernel/cmdline', kernel_cmdline)
     if efi:
         host.mkdir('/sys/firmware/efi')
         host.write('/boot/efi/EFI/rocky/grub.cfg', 'configfile ($root)/grub2/grub.cfg\n')
     host.write('/proc/cmdline', PROC_CMDLINE)
-    host.grubby(EL9_INFO)
-    host.editenv(EL9_GRUBENV)
+    install_boot_tools(host.bin, host.root, version)
     host.tool('grub2-mkconfig', '#!/bin/sh\nexit 1\n')
     return host
 
@@ -644,8 +582,9 @@ def test_detect_el8_bls(host):
     facts = el8_host(host).detect()
     assert facts['family'] == 'el8'
     assert facts['major'] == 8
-    assert facts['version_id'] == '8.9'
+    assert facts['version_id'] == '8.6'
     assert facts['bls'] is True
+    assert facts['bls_enabled'] is True
     assert facts['method'] == 'grubby'
     assert facts['grub_cfg'] == '/boot/grub2/grub.cfg'
     assert 'kernelopts' in facts['reason']
@@ -667,6 +606,59 @@ def test_detect_bls_without_grubby_says_so(host):
     assert facts['method'] == 'grubby'
     assert facts['tools']['grubby'] is None
     assert 'grubby is not installed' in facts['reason']
+
+
+# BLS entries alone do not decide: GRUB reads them only through blscfg in the grub.cfg it loads,
+# which grub2-mkconfig writes only with GRUB_ENABLE_BLSCFG=true (the two facts leapp-repository
+# collects: actors/systemfacts/libraries/systemfacts.py get_bios_grubcfg_details, "insmod
+# blscfg"; libraries/grub.py is_blscfg_enabled_in_defaultgrub, quotes stripped, == "true").
+@pytest.mark.parametrize('blscfg_line, cfg, method', [
+    ('GRUB_ENABLE_BLSCFG=true\n', 'grub/el8-bls-grub.cfg', 'grubby'),
+    ('GRUB_ENABLE_BLSCFG="true"\n', 'grub/el8-bls-grub.cfg', 'grubby'),
+    ('', 'grub/el8-bls-grub.cfg', 'grubby'),                        # unset: grub.cfg decides today
+    ('GRUB_ENABLE_BLSCFG=false\n', 'grub/el8-menu-grub.cfg', 'grub2-mkconfig'),
+    ('GRUB_ENABLE_BLSCFG=false\n', 'grub/el8-bls-grub.cfg', 'grub2-mkconfig'),   # regenerated as a menu
+    ('', 'grub/el8-menu-grub.cfg', 'grub2-mkconfig'),
+    ('GRUB_ENABLE_BLSCFG=true\nGRUB_ENABLE_BLSCFG=false\n', 'grub/el8-menu-grub.cfg', 'grub2-mkconfig'),
+])
+def test_detect_follows_what_grub_reads(host, blscfg_line, cfg, method):
+    el8_host(host, grub=EL8_GRUB.replace('GRUB_ENABLE_BLSCFG=true\n', blscfg_line))
+    host.write('/boot/grub2/grub.cfg', fixture(cfg))
+    facts = host.detect()
+    assert facts['bls'] is True
+    assert facts['method'] == method
+    assert facts['error'] is None
+    if method == 'grub2-mkconfig':
+        assert facts['grub_cfg'] == '/boot/grub2/grub.cfg'
+        assert 'BLS entries are not read' in facts['reason'] or 'GRUB_ENABLE_BLSCFG=false' in facts['reason']
+
+
+def test_detect_bls_enabled_but_grub_cfg_without_blscfg_is_an_error(host):
+    el8_host(host)
+    host.write('/boot/grub2/grub.cfg', fixture('grub/el8-menu-grub.cfg'))
+    facts = host.detect()
+    assert 'no blscfg' in facts['error'] and 'grub2-mkconfig -o /boot/grub2/grub.cfg' in facts['error']
+    host.argv_log = []
+    for call in (host.plan, host.configured):
+        with pytest.raises(bl.BootloaderError) as excinfo:
+            call()
+        assert 'GRUB_ENABLE_BLSCFG=false' in str(excinfo.value)
+    assert host.argv_log == []
+
+
+def test_bls_disabled_edits_the_menu_grub_boots(host):
+    """RHEL 8 with GRUB_ENABLE_BLSCFG=false: the kernel lines of grub.cfg boot, so the value goes
+    into /etc/default/grub and grub2-mkconfig regenerates the menu; grubby is not run."""
+    el8_host(host, grub=EL8_GRUB.replace('GRUB_ENABLE_BLSCFG=true', 'GRUB_ENABLE_BLSCFG=false'))
+    host.write('/boot/grub2/grub.cfg', fixture('grub/el8-menu-grub.cfg'))
+    host.mkconfig('grub2-mkconfig', kernels=' '.join(EL8_KERNELS))
+    assert host.configured()['/boot/grub2/grub.cfg'] is None
+    result = host.plan()
+    assert result['method'] == 'grub2-mkconfig'
+    assert [os.path.basename(c[0]) for c in result['commands']] == ['grub2-mkconfig']
+    host.apply(result)
+    assert host.configured() == {'/etc/default/grub': 'never', '/boot/grub2/grub.cfg': 'never'}
+    assert host.plan()['changed'] is False
 
 
 def test_detect_debian_with_grub(host):
@@ -809,7 +801,119 @@ def test_el7_missing_grub2_mkconfig_names_the_package(host):
 
 
 # ---------------------------------------------------------------------------------------------
-# RHEL 8: grubby + kernelopts + /etc/default/grub
+# RHEL 8 and 9: grubby, planned around what each grubby release edits besides the entries
+# (grubby-bls history, see fakehost.py: FAKE_BOOT_TOOLS)
+
+def grubenv_vars(host):
+    return dict(line.split('=', 1) for line in host.read('/boot/grub2/grubenv').splitlines()
+                if line and not line.startswith('#'))
+
+
+def plan_matches_disk(host, result):
+    """Every file the plan writes or predicts reads as the plan's ``after``."""
+    for change in result['files'] + result['predicted']:
+        assert host.read(change['path']) == change['after'], change['path']
+    if 'kernelopts' in result['args_after']:
+        assert bl.split_args(grubenv_vars(host)['kernelopts']) == result['args_after']['kernelopts']
+
+
+def snapshot(host):
+    paths = [GRUB_DEFAULT_PATH, '/etc/kernel/cmdline'] + [entry_path(k) for k in EL8_KERNELS + EL9_KERNELS]
+    found = dict((p, host.read(p)) for p in paths)
+    env = grubenv_vars(host) if host.read('/boot/grub2/grubenv') else {}
+    found['kernelopts'] = env.get('kernelopts')
+    return found
+
+
+GRUB_DEFAULT_PATH = '/etc/default/grub'
+
+
+@pytest.mark.parametrize('version', GRUBBY_VERSIONS)
+@pytest.mark.parametrize('grub', ['stock', 'default-and-var'])
+def test_grubby_plan_equals_what_each_release_leaves_on_disk(host, version, grub):
+    """For every modelled grubby release (fakehost.GRUBBY_VERSIONS; grubby-bls history), the
+    planned and predicted files equal the files after the real run, the second run plans
+    nothing, and the backout restores /etc/default/grub, kernelopts and /etc/kernel/cmdline
+    byte for byte."""
+    text = EL8_GRUB
+    if grub == 'default-and-var':
+        # quoting, a $VAR reference and GRUB_CMDLINE_LINUX_DEFAULT: what grubby's sed flattens
+        text = EL8_GRUB.replace('GRUB_CMDLINE_LINUX="', 'GRUB_SERIAL="console=ttyS0,115200"\nGRUB_CMDLINE_LINUX="$GRUB_SERIAL ') \
+            + "GRUB_CMDLINE_LINUX_DEFAULT='nomodeset'  # site default\n"
+    if version.endswith('.el9'):
+        el9_host(host, version=version)
+        host.write(GRUB_DEFAULT_PATH, text)
+    else:
+        el8_host(host, version=version, grub=text)
+    original = snapshot(host)
+    result = host.plan()
+    assert result['grubby']['version'] == version and result['grubby']['modelled'] is True
+    grubby_argv = [c for c in result['commands'] if os.path.basename(c[0]) == 'grubby']
+    assert len(grubby_argv) == 1
+    # --no-etc-grub-update where the release has it (8.40-39 on), and last (its double shift)
+    assert (grubby_argv[0][-1] == '--no-etc-grub-update') == (version not in ('8.40-34.el8', '8.40-37.el8',
+                                                                               '8.40-38.el8'))
+    host.apply(result)
+    plan_matches_disk(host, result)
+    assert host.read(GRUB_DEFAULT_PATH) == bl.edit_grub_default(
+        bl.edit_grub_default(text, KEY, 'never'), KEY, None, var='GRUB_CMDLINE_LINUX_DEFAULT')
+    assert set(host.configured().values()) == set(['never'])
+    again = host.plan()
+    assert again['changed'] is False, (again['files'], again['commands'])
+
+    back = host.plan(None)
+    host.apply(back)
+    plan_matches_disk(host, back)
+    after_backout = snapshot(host)
+    assert after_backout[GRUB_DEFAULT_PATH] == text
+    assert after_backout['kernelopts'] == original['kernelopts']
+    if original['/etc/kernel/cmdline'] is not None:
+        assert after_backout['/etc/kernel/cmdline'] == original['/etc/kernel/cmdline']
+    assert set(host.configured().values()) == set([None])
+    assert host.plan(None)['changed'] is False
+
+
+@pytest.mark.parametrize('version', GRUBBY_VERSIONS)
+def test_grubby_version_comes_from_rpm_not_grubby(host, version):
+    (el9_host if version.endswith('.el9') else el8_host)(host, version=version)
+    rc, out, err = host.run([host.which('grubby'), '--version'])
+    assert rc == 1 and "unrecognized option '--version'" in err       # grubby-bls has no --version
+    assert bl.grubby_version(host.detect(), host.run) == version
+
+
+def test_no_etc_grub_update_anywhere_but_last_breaks_grubby(host):
+    # grubby-bls shifts twice for --no-etc-grub-update: put first, it swallows --update-kernel.
+    el8_host(host, version='8.40-42.el8')
+    grubby = host.which('grubby')
+    rc, _out, err = host.run([grubby, '--no-etc-grub-update', '--update-kernel=ALL', '--args=x=1'])
+    assert rc == 1 and 'invalid option "ALL"' in err
+    assert host.run([grubby, '--update-kernel=ALL', '--args=x=1', '--no-etc-grub-update'])[0] == 0
+
+
+def test_grubby_before_8_40_39_rejects_no_etc_grub_update(host):
+    el8_host(host, version='8.40-38.el8')
+    rc, _out, err = host.run([host.which('grubby'), '--update-kernel=ALL', '--args=x=1', '--no-etc-grub-update'])
+    assert rc == 1 and "unrecognized option '--no-etc-grub-update'" in err
+
+
+# grubby-bls update_args (fedora-riscv/grubby grubby-bls; unchanged from 8.40-34 to 8.40-69): one
+# sed per argument, "(start or blank)NAME(blank or end | =value)" replaced by a blank, then an
+# unquoted echo that joins the words with single spaces.
+@pytest.mark.parametrize('args, remove, add, expected', [
+    ('ro  quiet', [], ['transparent_hugepage=never'], 'ro quiet transparent_hugepage=never'),
+    ('ro transparent_hugepage=always quiet', [], ['transparent_hugepage=never'], 'ro quiet transparent_hugepage=never'),
+    ('a transparent_hugepage=x transparent_hugepage=y b', ['transparent_hugepage'], [], 'a b'),
+    # a bare NAME match takes the blank after it: the adjacent second word survives the pass
+    ('a X X b', ['X'], [], 'a X b'),
+    ('X X X', ['X'], [], 'X'),
+    # an argument with "=" is removed once, exactly
+    ('a k=1 b k=1', ['k=1'], [], 'a b k=1'),
+    ('transparent_hugepagefoo=1 transparent_hugepage', ['transparent_hugepage'], [], 'transparent_hugepagefoo=1'),
+    ('$kernelopts $tuned_params', [], ['transparent_hugepage=never'], '$kernelopts $tuned_params transparent_hugepage=never'),
+])
+def test_grubby_update_args(args, remove, add, expected):
+    assert bl.grubby_update_args(args, remove, add) == expected
+
 
 def test_el8_plan_apply_replan(host):
     el8_host(host)
@@ -820,114 +924,94 @@ def test_el8_plan_apply_replan(host):
         'grubby:/boot/vmlinuz-4.18.0-477.10.1.el8_8.x86_64': None,
         'kernelopts': None,
     }
-    host.clear_calls()
+    host.argv_log = []
     result = host.plan()
-    # planning only read: grubenv list and grubby --info=ALL
-    assert sorted(c[0] for c in host.calls()) == ['grub2-editenv', 'grubby']
-    assert ['grubby', '--info=ALL'] in host.calls()
-    assert ['grub2-editenv', '-', 'list'] in host.calls()
+    # planning only read: grubenv list, grubby --info=ALL and rpm -q grubby
+    assert sorted(os.path.basename(c[0]) for c in host.argv_log) == ['grub2-editenv', 'grubby', 'rpm']
     assert result['method'] == 'grubby'
-    new_kernelopts = EL8_KERNELOPTS.rstrip() + ' transparent_hugepage=never '
     assert result['commands'] == [
-        [os.path.join(host.bin, 'grubby'), '--update-kernel=ALL', '--args=transparent_hugepage=never'],
-        [os.path.join(host.bin, 'grub2-editenv'), '-', 'set', 'kernelopts=' + new_kernelopts],
+        [host.which('grubby'), '--update-kernel=ALL', '--args=transparent_hugepage=never', '--no-etc-grub-update'],
     ]
+    # grubby 8.40-42 edits kernelopts itself, with the same result: no grub2-editenv call.
+    assert result['args_after']['kernelopts'][-1] == 'transparent_hugepage=never'
+    # the entry with literal options is rewritten by grubby; the $kernelopts one is left alone
+    assert [p['path'] for p in result['predicted']] == [entry_path(EL8_KERNELS[1])]
+    assert 'options %s $tuned_params transparent_hugepage=never\n' % EL8_ENTRY_ARGS in result['predicted'][0]['after']
     assert [f['path'] for f in result['files']] == ['/etc/default/grub']
     label = 'grubby:/boot/vmlinuz-4.18.0-513.5.1.el8_9.x86_64'
     assert result['args_before'][label][-1] == 'quiet'
     assert result['args_after'][label][-1] == 'transparent_hugepage=never'
-    assert result['args_after']['kernelopts'][-1] == 'transparent_hugepage=never'
     assert result['reboot_required'] is True
-    assert not any(os.path.basename(argv[0]) == 'grub2-mkconfig' for argv in result['commands'])
-
-    host.clear_calls()
     host.apply(result)
-    assert host.calls() == [
-        ['grubby', '--update-kernel=ALL', '--args=transparent_hugepage=never'],
-        ['grub2-editenv', '-', 'set', 'kernelopts=' + new_kernelopts],
-    ]
-    assert set(host.configured().values()) == set(['never'])
-    again = host.plan()
-    assert again['changed'] is False
-    assert again['commands'] == [] and again['files'] == []
-
-
-def test_el8_0_kernelopts_references_converge(host):
-    el8_host(host, info=EL8_0_INFO)
-    assert host.configured()['grubby:/boot/vmlinuz-4.18.0-80.el8.x86_64'] is None
-    first = host.plan()
-    assert len(first['commands']) == 2
-    assert first['args_before']['grubby:/boot/vmlinuz-4.18.0-80.el8.x86_64'][0] == 'root=/dev/mapper/rhel-root'
-    host.apply(first)
-    # RHEL 8.0's grubby appended the argument to "$kernelopts $tuned_params" while kernelopts
-    # has it as well: the duplicate has the same value and must not trigger another change.
-    assert 'args="$kernelopts $tuned_params transparent_hugepage=never"' in host.get_state('grubby-info')
+    plan_matches_disk(host, result)
     assert host.plan()['changed'] is False
-    back = host.plan(None)
-    assert back['commands'][0] == [os.path.join(host.bin, 'grubby'), '--update-kernel=ALL',
-                                   '--remove-args=transparent_hugepage']
-    assert back['commands'][1][-1] == 'kernelopts=' + EL8_KERNELOPTS
-    host.apply(back)
-    assert host.get_state('grubenv') .count('kernelopts=' + EL8_KERNELOPTS + '\n') == 1
-    assert set(host.configured().values()) == set([None])
-    assert host.plan(None)['changed'] is False
 
 
-def test_el8_kernelopts_already_set_only_runs_grubby(host):
-    el8_host(host, grubenv=EL8_GRUBENV.replace('quiet ', 'quiet transparent_hugepage=never'))
+@pytest.mark.parametrize('version', EL8_VERSIONS)
+def test_el8_tuned_params_is_seen_on_every_release(host, version):
+    """A tuned [bootloader] section sets $tuned_params in grubenv. grubby 8.40-34..-41 (RHEL 8.0
+    to 8.4) prints every $var expanded in --info, so its args show tuned's value as if it were
+    the entry's own; from 8.40-42 (commit 2b59d13) --info keeps $tuned_params. The raw entry
+    file says where the value is from on every release."""
+    el8_host(host, version=version, tuned_params='transparent_hugepage=always')
+    info = host.run([host.which('grubby'), '--info=ALL'])[1]
+    if version in ('8.40-34.el8', '8.40-37.el8', '8.40-38.el8', '8.40-41.el8'):
+        assert '$tuned_params' not in info and 'quiet transparent_hugepage=always' in info
+    else:
+        assert 'quiet $tuned_params' in info
+    with pytest.raises(bl.BootloaderError) as excinfo:
+        host.plan()
+    assert 'the grubenv variable $tuned_params' in str(excinfo.value)
+    assert 'tuned [bootloader]' in str(excinfo.value)
+
+
+@pytest.mark.parametrize('version', EL8_VERSIONS)
+def test_el8_tuned_params_with_the_same_value_converges(host, version):
+    el8_host(host, version=version, tuned_params='transparent_hugepage=never')
     result = host.plan()
-    assert [os.path.basename(argv[0]) for argv in result['commands']] == ['grubby']
+    assert not any(os.path.basename(c[0]) == 'grubby' for c in result['commands'])
+    host.apply(result)
+    plan_matches_disk(host, result)
+    assert host.plan()['changed'] is False
 
 
-def test_el8_backout_restores(host):
-    el8_host(host)
-    original_grub = host.read('/etc/default/grub')
+@pytest.mark.parametrize('version', ['8.40-34.el8', '8.40-42.el8'])
+def test_el8_backout_with_tuned_params_warns_and_converges(host, version):
+    el8_host(host, version=version)
     host.apply(host.plan())
+    env = grubenv_vars(host)
+    host.write('/boot/grub2/grubenv', grubenv_block([(k, 'transparent_hugepage=never' if k == 'tuned_params' else v)
+                                                     for k, v in sorted(env.items())]))
     back = host.plan(None)
-    assert back['changed'] is True
+    assert back['warnings'] and '$tuned_params' in back['warnings'][0]
     host.apply(back)
-    assert host.read('/etc/default/grub') == original_grub
-    assert host.get_state('grubby-info') == EL8_INFO
-    assert 'kernelopts=' + EL8_KERNELOPTS + '\n' in host.get_state('grubenv')
+    plan_matches_disk(host, back)
     assert host.plan(None)['changed'] is False
+    assert grubenv_vars(host)['kernelopts'] == EL8_ENTRY_ARGS
+
+
+def test_el8_0_grubby_rewrites_kernelopts_entries_and_kernelopts_is_set_here(host):
+    """RHEL 8.0's grubby (8.40-34) neither edits kernelopts nor keeps $kernelopts entries."""
+    el8_host(host, version='8.40-34.el8')
+    result = host.plan()
+    assert [os.path.basename(c[0]) for c in result['commands']] == ['grubby', 'grub2-editenv']
+    assert sorted(p['path'] for p in result['predicted']) == sorted(entry_path(k) for k in EL8_KERNELS)
+    host.apply(result)
+    plan_matches_disk(host, result)
+    assert 'options %s $tuned_params transparent_hugepage=never\n' % EL8_ENTRY_ARGS in host.read(entry_path(EL8_KERNELS[0]))
 
 
 def test_el8_other_spelling_is_replaced(host):
-    el8_host(host, info=EL8_INFO.replace('quiet $tuned_params', 'quiet transparent-hugepage=always $tuned_params'))
+    el8_host(host)
+    path = entry_path(EL8_KERNELS[1])
+    host.write(path, host.read(path).replace(' quiet', ' quiet transparent-hugepage=always'))
     result = host.plan()
-    assert result['commands'][0] == [os.path.join(host.bin, 'grubby'), '--update-kernel=ALL',
-                                     '--remove-args=transparent-hugepage', '--args=transparent_hugepage=never']
+    assert result['commands'][0] == [host.which('grubby'), '--update-kernel=ALL', '--remove-args=transparent-hugepage',
+                                     '--args=transparent_hugepage=never', '--no-etc-grub-update']
     host.apply(result)
-    assert 'transparent-hugepage' not in host.get_state('grubby-info')
+    plan_matches_disk(host, result)
+    assert 'transparent-hugepage' not in host.read(path)
     assert host.plan()['changed'] is False
-
-
-def test_el8_tuned_params_conflict_is_an_error(host):
-    el8_host(host, grubenv=EL8_GRUBENV.replace('tuned_params=\n', 'tuned_params=transparent_hugepage=always\n'))
-    with pytest.raises(bl.BootloaderError) as excinfo:
-        host.plan()
-    assert '$tuned_params' in str(excinfo.value)
-    assert 'tuned' in str(excinfo.value)
-
-
-def test_el8_backout_with_tuned_params_warns_and_converges(host):
-    el8_host(host, grubenv=EL8_GRUBENV.replace('tuned_params=\n', 'tuned_params=transparent_hugepage=never\n'))
-    host.apply(host.plan())
-    back = host.plan(None)
-    assert len(back['warnings']) == 2               # one per kernel entry
-    assert '$tuned_params' in back['warnings'][0]
-    host.apply(back)
-    again = host.plan(None)
-    assert again['changed'] is False
-    assert 'transparent_hugepage' not in host.get_state('grubby-info')
-    assert 'kernelopts=' + EL8_KERNELOPTS + '\n' in host.get_state('grubenv')
-
-
-def test_el8_tuned_params_with_the_same_value_is_fine(host):
-    el8_host(host, grubenv=EL8_GRUBENV.replace('tuned_params=\n', 'tuned_params=transparent_hugepage=never\n'))
-    result = host.plan()
-    assert result['changed'] is True
-    assert [os.path.basename(argv[0]) for argv in result['commands']] == ['grub2-editenv']
 
 
 def test_bls_without_grubby_is_an_error(host):
@@ -959,6 +1043,20 @@ def test_failing_grubby_is_an_error(host):
     assert 'boom' in str(excinfo.value)
 
 
+def test_unknown_grubby_version_warns_and_still_ends_as_planned(host):
+    el8_host(host, version='8.40-48.el8')
+    os.unlink(os.path.join(host.bin, 'rpm'))
+    result = host.plan()
+    assert result['grubby']['version'] is None
+    assert 'not one this module models' in result['warnings'][0]
+    argv = [c for c in result['commands'] if os.path.basename(c[0]) == 'grubby'][0]
+    assert '--no-etc-grub-update' not in argv
+    assert [f['after_commands'] for f in result['files'] if f['path'] == '/etc/default/grub'] == [True]
+    host.apply(result)
+    plan_matches_disk(host, result)
+    assert host.plan()['changed'] is False
+
+
 # ---------------------------------------------------------------------------------------------
 # RHEL 9: grubby + /etc/kernel/cmdline + /etc/default/grub, no grub2-mkconfig
 
@@ -966,38 +1064,41 @@ def test_el9_plan_apply_replan(host):
     el9_host(host)
     result = host.plan()
     assert result['commands'] == [
-        [os.path.join(host.bin, 'grubby'), '--update-kernel=ALL', '--args=transparent_hugepage=never'],
+        [host.which('grubby'), '--update-kernel=ALL', '--args=transparent_hugepage=never', '--no-etc-grub-update'],
     ]
     assert sorted(f['path'] for f in result['files']) == ['/etc/default/grub', '/etc/kernel/cmdline']
     cmdline = [f for f in result['files'] if f['path'] == '/etc/kernel/cmdline'][0]
-    assert cmdline['before'] == EL9_KERNEL_CMDLINE
+    assert cmdline['before'] == EL9_KERNEL_CMDLINE and cmdline['after_commands'] is True
     assert cmdline['after'] == EL9_KERNEL_CMDLINE.rstrip('\n') + ' transparent_hugepage=never\n'
     assert result['args_after']['/etc/kernel/cmdline'][-1] == 'transparent_hugepage=never'
-    assert 'grubby:/boot/vmlinuz-0-rescue-fedcba9876543210fedcba9876543210' in result['args_after']
     assert result['warnings'] == []
     host.apply(result)
+    plan_matches_disk(host, result)
     assert set(host.configured().values()) == set(['never'])
     assert 'kernelopts' not in host.configured()
     assert host.plan()['changed'] is False
 
 
-def test_el9_backout_restores(host):
-    el9_host(host)
-    original_grub = host.read('/etc/default/grub')
-    host.apply(host.plan())
-    host.apply(host.plan(None))
-    assert host.read('/etc/kernel/cmdline') == EL9_KERNEL_CMDLINE
-    assert host.read('/etc/default/grub') == original_grub
-    assert host.get_state('grubby-info') == EL9_INFO
-    assert host.plan(None)['changed'] is False
+def test_el9_kernel_cmdline_in_place_value_survives_grubby(host):
+    """grubby removes and appends; this module rewrites /etc/kernel/cmdline after it, in place."""
+    el9_host(host, kernel_cmdline='root=UUID=0f1e transparent_hugepage=always ro quiet\n')
+    result = host.plan()
+    host.apply(result)
+    assert host.read('/etc/kernel/cmdline') == 'root=UUID=0f1e transparent_hugepage=never ro quiet\n'
+    plan_matches_disk(host, result)
 
 
-def test_el9_without_kernel_cmdline_warns(host):
+def test_el9_without_kernel_cmdline_it_is_created_as_grubby_creates_it(host):
     el9_host(host, kernel_cmdline=None)
     result = host.plan()
-    assert '/etc/kernel/cmdline' not in [f['path'] for f in result['files']]
-    assert len(result['warnings']) == 1 and '/etc/kernel/cmdline does not exist' in result['warnings'][0]
-    assert '/etc/kernel/cmdline' not in host.configured()
+    created = [f for f in result['files'] if f['path'] == '/etc/kernel/cmdline'][0]
+    assert created['before'] is None
+    # grubby 8.40-63.el9 creates it from the oldest entry's options
+    assert created['after'] == 'root=UUID=0f1e2d3c-aaaa-bbbb-cccc-1234567890ab %s transparent_hugepage=never\n' % EL9_ARGS
+    assert result['warnings'] == []
+    host.apply(result)
+    plan_matches_disk(host, result)
+    assert host.plan()['changed'] is False
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,9 +11,10 @@
 
 The host's tools are fake executables in ``tmpdir/bin``, found through a patched
 ``get_bin_path`` and run by the real ``AnsibleModule.run_command`` (wrapped only to record
-the calls). They act on the fake tree the way the real ones act on a host: ``grubby``
-reads and edits the BLS entries in /boot/loader/entries, ``grub2-editenv`` the grubenv
-block, ``grub2-mkconfig``/``update-grub`` regenerate grub.cfg by sourcing
+the calls). They act on the fake tree the way the real ones act on a host: ``grubby`` (with
+``rpm`` and ``grub2-editenv``) is the versioned grubby-bls fake of fakehost.py
+(``install_boot_tools``), acting on the BLS entries, the grubenv block, /etc/default/grub and
+/etc/kernel/cmdline as that package release does; ``grub2-mkconfig``/``update-grub`` regenerate grub.cfg by sourcing
 /etc/default/grub with /bin/sh, ``tuned-adm profile`` switches the active profile. So a
 second run sees what the first one did, and idempotence is real.
 """
@@ -36,7 +37,7 @@ from ansible_collections.aemops.os_tuning.plugins.modules import thp as thp_modu
 from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import (
     AnsibleExitJson, AnsibleFailJson, set_module_args,
 )
-from fakehost import THP_DIR, THP_DIR_RHEL6, FakeHost, tree_checksum
+from fakehost import GRUBBY_VERSIONS, THP_DIR, THP_DIR_RHEL6, FakeHost, fixture, install_boot_tools, tree_checksum
 
 BASELINE = thp.BASELINE_FILE
 CHILD = '/etc/tuned/%s/tuned.conf' % tuned.CHILD_PROFILE
@@ -53,8 +54,8 @@ VIRTUAL_GUEST = ('[main]\nsummary=Tuning for virtual guests (test fixture)\nincl
 
 OS_RELEASE = {
     'el7': 'NAME="CentOS Linux"\nVERSION="7 (Core)"\nID="centos"\nID_LIKE="rhel fedora"\nVERSION_ID="7"\n',
-    'el8': ('NAME="Red Hat Enterprise Linux"\nVERSION="8.9 (Ootpa)"\nID="rhel"\nID_LIKE="fedora"\n'
-            'VERSION_ID="8.9"\n'),
+    'el8': ('NAME="Red Hat Enterprise Linux"\nVERSION="8.6 (Ootpa)"\nID="rhel"\nID_LIKE="fedora"\n'
+            'VERSION_ID="8.6"\n'),
     'debian': ('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="12"\n'
                'ID=debian\n'),
 }
@@ -75,6 +76,9 @@ GRUB_EL8 = (
 EL8_KERNELS = ('4.18.0-513.5.1.el8_9.x86_64', '4.18.0-477.10.1.el8_8.x86_64')
 MACHINE_ID = '0123456789abcdef0123456789abcdef'
 PROC_CMDLINE_EL8 = 'BOOT_IMAGE=(hd0,msdos1)/vmlinuz-4.18.0-513.5.1.el8_9.x86_64 %s\n' % KERNELOPTS
+
+EL9_KERNELS = ('5.14.0-362.8.1.el9_3.x86_64', '5.14.0-284.11.1.el9_2.x86_64')
+EL9_ARGS = 'root=/dev/mapper/rl-root ro crashkernel=1G-4G:192M,4G-64G:256M,64G-:512M resume=/dev/mapper/rl-swap rhgb quiet'
 
 GRUB_EL7 = (
     'GRUB_TIMEOUT=5\n'
@@ -102,7 +106,6 @@ GRUB_DEBIAN = (
 # The fake tools: one script, run by the interpreter running the tests (2.7, 3.6 or 3.11).
 
 FAKE_TOOL = r'''
-import glob
 import json
 import os
 import re
@@ -111,7 +114,6 @@ import sys
 
 ROOT, TOOL, ARGS = sys.argv[1], sys.argv[2], sys.argv[3:]
 CONF = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), 'faketools.json')
-GRUBENV = '/boot/grub2/grubenv'
 
 
 def conf():
@@ -153,87 +155,6 @@ def injected_failure():
     if failure:
         return fail(failure[1], failure[0])
     return None
-
-
-# grubby: the BLS entries under ROOT are its state.
-def bls_entries():
-    return sorted(glob.glob(path('/boot/loader/entries/*.conf')), reverse=True)
-
-
-def parse_entry(full):
-    fields = []
-    with open(full) as f:
-        for line in f.read().splitlines():
-            if line.strip():
-                key, _sep, value = line.partition(' ')
-                fields.append([key, value.strip()])
-    return fields
-
-
-def grubby():
-    if ARGS == ['--info=ALL']:
-        for index, full in enumerate(bls_entries()):
-            entry = dict(parse_entry(full))
-            words = entry.get('options', '').split()
-            out('index=%d\n' % index)
-            out('kernel="/boot%s"\n' % entry['linux'])
-            out('args="%s"\n' % ' '.join(w for w in words if not w.startswith('root=')))
-            for w in words:
-                if w.startswith('root='):
-                    out('root="%s"\n' % w[5:])
-            out('initrd="/boot%s $tuned_initrd"\n' % entry.get('initrd', ''))
-            out('title="%s"\n' % entry.get('title', ''))
-            out('id="%s"\n' % os.path.basename(full)[:-5])
-        return 0
-    if ARGS[:1] == ['--update-kernel=ALL'] and len(ARGS) > 1:
-        failed = injected_failure()
-        if failed:
-            return failed
-        remove, add = [], []
-        for opt in ARGS[1:]:
-            if opt.startswith('--remove-args='):
-                remove.extend(opt[len('--remove-args='):].split())
-            elif opt.startswith('--args='):
-                add.extend(opt[len('--args='):].split())
-            else:
-                return fail('grubby: bad option %s' % opt, 64)
-        drop = set(remove + [a.split('=', 1)[0] for a in add])
-        for full in bls_entries():
-            fields = parse_entry(full)
-            for field in fields:
-                if field[0] == 'options':
-                    field[1] = ' '.join([w for w in field[1].split() if w.split('=', 1)[0] not in drop] + add)
-            with open(full, 'w') as f:
-                f.write(''.join('%s %s\n' % (k, v) for k, v in fields))
-        return 0
-    return fail('grubby: unexpected arguments %r' % (ARGS,), 64)
-
-
-# grub2-editenv: the 1024-byte environment block /boot/grub2/grubenv.
-def grubenv_lines():
-    return [l for l in (read(GRUBENV) or '').splitlines() if l and not l.startswith('#')]
-
-
-def editenv():
-    if ARGS == ['-', 'list']:
-        out(''.join(l + '\n' for l in grubenv_lines()))
-        return 0
-    if ARGS[:2] == ['-', 'set'] and len(ARGS) > 2:
-        failed = injected_failure()
-        if failed:
-            return failed
-        lines = grubenv_lines()
-        for assignment in ARGS[2:]:
-            name = assignment.split('=', 1)[0]
-            names = [l.split('=', 1)[0] for l in lines]
-            if name in names:
-                lines[names.index(name)] = assignment
-            else:
-                lines.append(assignment)
-        body = '# GRUB Environment Block\n' + ''.join(l + '\n' for l in lines)
-        write(GRUBENV, body + '#' * (1024 - len(body)))
-        return 0
-    return fail('grub2-editenv: unexpected arguments %r' % (ARGS,), 64)
 
 
 # grub2-mkconfig -o FILE / update-grub: kernel lines from /etc/default/grub as sh sees it.
@@ -284,10 +205,6 @@ def tuned_adm():
 
 
 def main():
-    if TOOL == 'grubby':
-        return grubby()
-    if TOOL == 'grub2-editenv':
-        return editenv()
     if TOOL == 'grub2-mkconfig':
         if ARGS[:1] != ['-o'] or len(ARGS) != 2:
             return fail('grub2-mkconfig: usage: grub2-mkconfig -o FILE', 64)
@@ -302,7 +219,7 @@ def main():
 sys.exit(main())
 '''
 
-READ_ONLY_CALLS = (['--info=ALL'], ['-', 'list'], ['--version'])
+READ_ONLY_CALLS = (['--info=ALL'], ['-', 'list'], ['--version'], ['-q', '--qf', '%{VERSION}-%{RELEASE}\\n', 'grubby'])
 
 
 class Env(object):
@@ -417,8 +334,9 @@ class Env(object):
         return lines[-1]
 
     # -- host layouts ----------------------------------------------------------------------
-    def el8(self, cmdline_value=None, thp_kernel='el8', tuned_installed=True):
-        """RHEL 8.9 with BLS entries, grubby, grubenv kernelopts and (by default) tuned."""
+    def el8(self, cmdline_value=None, thp_kernel='el8', tuned_installed=True, grubby_version='8.40-42.el8'):
+        """RHEL 8.6 with BLS entries that GRUB reads (blscfg), grubby ``grubby_version`` (the versioned
+        grubby-bls fake of fakehost.py, with its rpm and grub2-editenv), grubenv kernelopts and tuned."""
         arg = '' if cmdline_value is None else ' transparent_hugepage=%s' % cmdline_value
         self.host.add_thp(thp_kernel)
         self.host.write('/etc/os-release', OS_RELEASE['el8'])
@@ -438,11 +356,38 @@ class Env(object):
         body = ('# GRUB Environment Block\nsaved_entry=%s-%s\nkernelopts=%s%s\nboot_success=0\n'
                 'tuned_params=\ntuned_initrd=\n' % (MACHINE_ID, EL8_KERNELS[0], KERNELOPTS, arg))
         self.host.write('/boot/grub2/grubenv', body + '#' * (1024 - len(body)))
-        self.host.write('/boot/grub2/grub.cfg', '# BLS grub.cfg: blscfg loads /boot/loader/entries\n')
+        self.host.write('/boot/grub2/grub.cfg', fixture('grub/el8-bls-grub.cfg'))
+        self.host.mkdir('/etc/kernel')
         self.host.write('/proc/cmdline', PROC_CMDLINE_EL8.replace(' quiet\n', ' quiet%s\n' % arg))
-        self.tool('grubby', 'grub2-editenv', 'grub2-mkconfig')
+        self.tool('grub2-mkconfig')
+        install_boot_tools(self.bin, self.root, grubby_version)
         if tuned_installed:
             self.with_tuned()
+        return self
+
+    def el9(self, grubby_version='8.40-63.el9', kernel_cmdline=True):
+        """Rocky 9.3: BLS entries with literal options that GRUB reads, no grubenv kernelopts,
+        /etc/kernel/cmdline (unless ``kernel_cmdline`` is False), grubby ``grubby_version``, tuned."""
+        self.host.add_thp('el8')
+        self.host.write('/etc/os-release', 'NAME="Rocky Linux"\nID="rocky"\nID_LIKE="rhel centos fedora"\n'
+                                           'VERSION_ID="9.3"\n')
+        self.host.write('/etc/default/grub', GRUB_EL8.replace('rhel/', 'rl/'))
+        for kernel in EL9_KERNELS:
+            self.host.write('/boot/loader/entries/%s-%s.conf' % (MACHINE_ID, kernel), ''.join('%s %s\n' % kv for kv in [
+                ('title', 'Rocky Linux (%s) 9.3 (Blue Onyx)' % kernel), ('version', kernel),
+                ('linux', '/vmlinuz-%s' % kernel), ('initrd', '/initramfs-%s.img $tuned_initrd' % kernel),
+                ('options', '%s $tuned_params' % EL9_ARGS), ('grub_users', '$grub_users'),
+                ('grub_arg', '--unrestricted'), ('grub_class', 'kernel')]))
+        body = '# GRUB Environment Block\nsaved_entry=%s-%s\nboot_success=0\n' % (MACHINE_ID, EL9_KERNELS[0])
+        self.host.write('/boot/grub2/grubenv', body + '#' * (1024 - len(body)))
+        self.host.write('/boot/grub2/grub.cfg', fixture('grub/el8-bls-grub.cfg'))
+        self.host.mkdir('/etc/kernel')
+        if kernel_cmdline:
+            self.host.write('/etc/kernel/cmdline', EL9_ARGS + '\n')
+        self.host.write('/proc/cmdline', 'BOOT_IMAGE=(hd0,gpt2)/vmlinuz-%s %s\n' % (EL9_KERNELS[0], EL9_ARGS))
+        self.tool('grub2-mkconfig')
+        install_boot_tools(self.bin, self.root, grubby_version)
+        self.with_tuned()
         return self
 
     def el7(self, tuned_version='2.10.0', grub=GRUB_EL7):
@@ -555,6 +500,70 @@ def test_check_mode_changes_nothing_and_reports_the_plan(el8):
     assert NEVER_ARG in diff['kernelopts (kernel arguments)']['after']
 
 
+def boot_files(env):
+    """The files the kernel command line lives in, and grubenv's kernelopts."""
+    paths = ['/etc/default/grub', '/etc/kernel/cmdline'] + [
+        '/boot/loader/entries/' + n for n in sorted(os.listdir(env.host.path('/boot/loader/entries')))]
+    found = dict((p, env.host.read(p) if env.host.exists(p) else None) for p in paths)
+    found['kernelopts'] = env.grubenv().get('kernelopts')
+    return found
+
+
+@pytest.mark.parametrize('state', ['present', 'absent'])
+@pytest.mark.parametrize('version', GRUBBY_VERSIONS)
+def test_check_mode_diff_equals_the_files_after_the_run(env, version, state):
+    """Issue 10, item 8: for each modelled grubby release (fakehost.GRUBBY_VERSIONS, the
+    grubby-bls script of that package), the check-mode diff shows every boot file that the real
+    run changes, grubby's own edits included, exactly as the run leaves it."""
+    if version.endswith('.el9'):
+        env.el9(grubby_version=version, kernel_cmdline=state == 'present')
+    else:
+        env.el8(grubby_version=version)
+    args = APPLY
+    if state == 'absent':
+        env.run(APPLY)
+        args = {'state': 'absent'}
+    before = boot_files(env)
+    checksum = tree_checksum(env.root)
+    check = env.run(args, check=True, diff=True)
+    assert tree_checksum(env.root) == checksum
+    env.run(args)
+    after = boot_files(env)
+    diff = dict((d['after_header'].replace(' (absent)', ''), d) for d in check['diff'])
+    changed = [p for p in after if after[p] != before[p]]
+    assert changed, 'the run changed no boot file'
+    for path in changed:
+        if path == 'kernelopts':
+            assert diff['kernelopts (kernel arguments)']['after'].split() == after['kernelopts'].split()
+        else:
+            assert path in diff, '%s changed by the run but not in the check-mode diff' % path
+    for path, entry in diff.items():
+        if path.startswith('/') and path in after:
+            assert after[path] == (entry['after'] if not entry['after_header'].endswith('(absent)') else None), path
+    assert env.run(args)['changed'] is False
+
+
+def test_bls_switched_off_regenerates_the_menu_and_the_reboot_brings_the_value(env):
+    """Issue 10, item 10: RHEL 8 with BLS entries but GRUB_ENABLE_BLSCFG=false and a menu grub.cfg
+    (tests/unit/fixtures/grub/el8-menu-grub.cfg). GRUB boots grub.cfg's kernel lines, so grubby
+    would never reach the kernel and reboot_required would stay true; the module edits
+    /etc/default/grub and regenerates grub.cfg instead."""
+    env.el8()
+    env.host.write('/etc/default/grub', GRUB_EL8.replace('GRUB_ENABLE_BLSCFG=true', 'GRUB_ENABLE_BLSCFG=false'))
+    env.host.write('/boot/grub2/grub.cfg', fixture('grub/el8-menu-grub.cfg'))
+    result = env.run(APPLY)
+    assert result['cmdline']['method'] == 'grub2-mkconfig'
+    assert env.ran('grubby', '--update-kernel=ALL') == []
+    assert env.ran('grub2-mkconfig') == [[env.bin_path('grub2-mkconfig'), '-o', '/boot/grub2/grub.cfg']]
+    assert result['reboot_required'] is True
+    # the reboot: the kernel gets the arguments of the grub.cfg kernel line GRUB boots
+    kernel_line = [l for l in env.host.read('/boot/grub2/grub.cfg').splitlines() if l.strip().startswith('linux16')][0]
+    env.host.write('/proc/cmdline', 'BOOT_IMAGE=' + kernel_line.split(None, 1)[1] + '\n')
+    again = env.run(APPLY)
+    assert again['changed'] is False
+    assert again['reboot_required'] is False
+
+
 def test_check_mode_on_a_converged_host_is_unchanged(el8):
     el8.run(APPLY)
     checksum = tree_checksum(el8.root)
@@ -603,11 +612,11 @@ def test_apply_sets_runtime_persists_and_records_the_baseline(el8):
     # ... and overrides throughput-performance's transparent_hugepages=always when tuned merges them.
     units = tuned.effective_units(el8.root)[0]
     assert [u['options']['transparent_hugepages'] for u in units if u['type'] == 'vm'] == ['never']
-    # Kernel command line: grubby for the entries, kernelopts for new kernels, /etc/default/grub.
+    # Kernel command line: grubby for the entries and (8.40-37 on) kernelopts for new kernels;
+    # /etc/default/grub by this module, so grubby is told to keep out (8.40-39 on; the last option).
     assert el8.ran('grubby', '--update-kernel=ALL') == [
-        [el8.bin_path('grubby'), '--update-kernel=ALL', '--args=' + NEVER_ARG]]
-    assert el8.ran('grub2-editenv', 'set') == [
-        [el8.bin_path('grub2-editenv'), '-', 'set', 'kernelopts=%s %s' % (KERNELOPTS, NEVER_ARG)]]
+        [el8.bin_path('grubby'), '--update-kernel=ALL', '--args=' + NEVER_ARG, '--no-etc-grub-update']]
+    assert el8.ran('grub2-editenv', 'set') == []    # grubby 8.40-42 already wrote the same kernelopts
     assert el8.ran('grub2-mkconfig') == []
     assert el8.ran('tuned-adm', 'profile') == []    # tuned not running: the state files are written
     assert el8.bls_options() == ['%s $tuned_params %s' % (KERNELOPTS, NEVER_ARG)] * 2
@@ -616,7 +625,9 @@ def test_apply_sets_runtime_persists_and_records_the_baseline(el8):
     assert result['cmdline']['method'] == 'grubby'
     assert result['cmdline']['managed'] is True
     assert result['cmdline']['running'] is None
-    assert result['cmdline']['reason'].startswith('rhel 8.9 with BLS entries in /boot/loader/entries: grubby')
+    assert result['cmdline']['reason'].startswith('rhel 8.6 with BLS entries in /boot/loader/entries that GRUB reads '
+                                                  '(blscfg in /boot/grub2/grub.cfg): grubby')
+    assert result['cmdline']['grubby']['version'] == '8.40-42.el8'
     assert result['cmdline']['args_after']['kernelopts'][-1] == NEVER_ARG
     assert result['reboot_required'] is True
     assert el8.warnings == []
@@ -909,8 +920,8 @@ def test_absent_restores_everything(el8):
     assert el8.runtime() == {'enabled': 'always', 'defrag': 'madvise', 'khugepaged/defrag': '1'}
     assert result['runtime']['enabled'] == {'before': 'never', 'after': 'always', 'offered': MODES}
     assert el8.ran('grubby', '--update-kernel=ALL') == [
-        [el8.bin_path('grubby'), '--update-kernel=ALL', '--remove-args=transparent_hugepage']]
-    assert el8.ran('grub2-editenv', 'set') == [[el8.bin_path('grub2-editenv'), '-', 'set', 'kernelopts=' + KERNELOPTS]]
+        [el8.bin_path('grubby'), '--update-kernel=ALL', '--remove-args=transparent_hugepage', '--no-etc-grub-update']]
+    assert el8.ran('grub2-editenv', 'set') == []
     for target, text in originals.items():
         assert el8.host.read(target) == text, target
     assert not el8.host.exists(CHILD)
@@ -930,7 +941,7 @@ def test_absent_restores_the_recorded_cmdline_value(env):
     del env.calls[:]
     env.run({'state': 'absent'})
     assert env.ran('grubby', '--update-kernel=ALL') == [
-        [env.bin_path('grubby'), '--update-kernel=ALL', '--args=transparent_hugepage=always']]
+        [env.bin_path('grubby'), '--update-kernel=ALL', '--args=transparent_hugepage=always', '--no-etc-grub-update']]
     assert env.grubenv()['kernelopts'] == KERNELOPTS + ' transparent_hugepage=always'
     assert 'rhgb quiet transparent_hugepage=always"' in env.grub_cmdline_linux()
     assert all(o.endswith('transparent_hugepage=always') for o in env.bls_options())
@@ -1005,9 +1016,14 @@ def test_absent_removes_a_cmdline_argument_added_after_a_runtime_only_first_run(
 # Failures while applying
 
 def test_failing_grubby_fails_with_its_message(el8):
-    el8.save_conf(fail={'grubby': [1, 'grubby: error writing entry']})
+    real = el8.bin_path('grubby')
+    os.rename(real, real + '.real')
+    with open(real, 'w') as f:
+        f.write('#!/bin/sh\ncase "$*" in *--update-kernel*) echo "grubby: error writing entry" >&2; exit 1;; esac\n'
+                'exec "$0.real" "$@"\n')
+    os.chmod(real, 0o755)
     result = el8.fail(APPLY)
-    expected = '%s --update-kernel=ALL --args=%s failed (rc 1): ' % (el8.bin_path('grubby'), NEVER_ARG)
+    expected = '%s --update-kernel=ALL --args=%s --no-etc-grub-update failed (rc 1): ' % (el8.bin_path('grubby'), NEVER_ARG)
     assert result['msg'].startswith(expected)
     assert 'error writing entry' in result['msg']
     assert result['changed'] is True
