@@ -114,7 +114,7 @@ persist:
   elements: str
   sample: [tuned, cmdline]
 tuned_profile:
-  description: The tuned child profile path, its parents and what was done, or null when tuned is not used.
+  description: The tuned child profile path, its parents, what was done and C(conflicts) with other loaded profiles, or null when tuned is not used.
   returned: always
   type: dict
 cmdline:
@@ -262,7 +262,7 @@ def run(module, root):
         if present:
             sections = thp.tuned_sections(enabled, defrag, khugepaged, version, state)
         try:
-            tuned_plan = tuned.plan_child(root, 'thp', sections)
+            tuned_plan = tuned.plan_child(root, 'thp', sections, version)
         except tuned.TunedProfileError as e:
             module.fail_json(msg='cannot plan the tuned child profile: %s' % e)
     tuned_changed = tuned.plan_changes(tuned_plan)

@@ -205,19 +205,33 @@ def test_load_chain_multiple_includes_in_order(host):
     assert [p['name'] for p in tuned.load_chain(host.root, 'a')] == ['throughput-performance', 'b', 'a']
 
 
-def test_load_chain_include_loop(host):
+@pytest.mark.parametrize('version', [(2, 11, 0), (2, 15, 0)])
+def test_load_chain_include_loop_fails_before_2_16(host, version):
+    # tuned/profiles/locator.py v2.15.0: get_config returns None when the only file is already loaded.
     write_profile(host, 'a', '[main]\ninclude=b\n')
     write_profile(host, 'b', '[main]\ninclude=a\n')
     with pytest.raises(tuned.TunedProfileError) as info:
-        tuned.load_chain(host.root, 'a')
-    assert 'includes itself' in str(info.value)
+        tuned.load_chain(host.root, 'a', version)
+    assert 'cannot load profile a twice' in str(info.value)
     assert 'a -> b -> a' in str(info.value)
 
 
-def test_load_chain_self_include(host):
+@pytest.mark.parametrize('version', [(2, 16, 0), (2, 25, 1), None])
+def test_load_chain_include_loop_is_skipped_from_2_16(host, version):
+    # tuned/profiles/locator.py v2.16.0 (commit bd6697f): "" for an already-loaded file; the loader skips it.
+    write_profile(host, 'a', '[main]\ninclude=b\n')
+    write_profile(host, 'b', '[main]\ninclude=a\n')
+    assert [p['name'] for p in tuned.load_chain(host.root, 'a', version)] == ['b', 'a']
+
+
+@pytest.mark.parametrize('version, loads', [((2, 15, 0), False), ((2, 16, 0), True)])
+def test_load_chain_self_include(host, version, loads):
     write_profile(host, 'a', '[main]\ninclude=a\n')
-    with pytest.raises(tuned.TunedProfileError):
-        tuned.load_chain(host.root, 'a')
+    if loads:
+        assert [p['name'] for p in tuned.load_chain(host.root, 'a', version)] == ['a']
+    else:
+        with pytest.raises(tuned.TunedProfileError):
+            tuned.load_chain(host.root, 'a', version)
 
 
 def test_load_chain_missing_include(host):
@@ -548,14 +562,14 @@ BASELINE = {'active_profiles': ['virtual-guest'], 'profile_mode': 'auto'}
 def test_render_parse_child_roundtrip():
     text = tuned.render_child(BASELINE, ['virtual-guest'], SECTIONS)
     assert files.is_managed(text)
-    assert 'include=virtual-guest\n' in text
+    assert 'include=' not in text
     assert tuned.parse_child(text, '/etc/tuned/aemops-os-tuning/tuned.conf') == {
-        'baseline': BASELINE, 'include': ['virtual-guest'], 'sections': SECTIONS}
+        'baseline': BASELINE, 'include': [], 'sections': SECTIONS}
 
 
 def test_rendered_child_is_a_valid_profile(host):
     write_profile(host, tuned.CHILD_PROFILE, tuned.render_child(BASELINE, ['virtual-guest'], SECTIONS), '/etc/tuned')
-    chain = tuned.load_chain(host.root, tuned.CHILD_PROFILE)
+    chain = tuned.load_profiles(host.root, ['virtual-guest', tuned.CHILD_PROFILE])
     assert [p['name'] for p in chain] == ['throughput-performance', 'virtual-guest', tuned.CHILD_PROFILE]
 
 
@@ -612,7 +626,7 @@ def test_plan_child_first_write_activates(host):
     activate(host, 'virtual-guest')
     plan = tuned.plan_child(host.root, 'read_ahead', SECTIONS[:2])
     assert plan['before'] is None
-    assert plan['activate'] == [tuned.CHILD_PROFILE]
+    assert plan['activate'] == ['virtual-guest', tuned.CHILD_PROFILE]
     assert plan['restore'] is None
     assert tuned.parse_child(plan['after'], plan['path'])['sections'] == SECTIONS[:2]
 
@@ -621,7 +635,7 @@ def test_plan_child_already_active_and_unchanged(host):
     activate(host, 'virtual-guest')
     first = tuned.plan_child(host.root, 'read_ahead', SECTIONS[:2])
     host.write(first['path'], first['after'])
-    activate(host, tuned.CHILD_PROFILE)
+    activate(host, 'virtual-guest', tuned.CHILD_PROFILE)
     again = tuned.plan_child(host.root, 'read_ahead', SECTIONS[:2])
     assert again['after'] == again['before']
     assert again['activate'] is None
@@ -658,7 +672,7 @@ def _child_units(host, parents, groups):
     sections = tuned.disk_sections(host.root, parents, groups)
     text = tuned.render_child(BASELINE, parents, sections)
     write_profile(host, tuned.CHILD_PROFILE, text, '/etc/tuned')
-    return tuned.effective_units(host.root, [tuned.CHILD_PROFILE])[0]
+    return tuned.effective_units(host.root, tuned.desired_active(parents))[0]
 
 
 def test_regex_escape():
@@ -759,9 +773,9 @@ def test_apply_child_with_tuned_running_uses_tuned_adm(host):
     plan = tuned.plan_child(host.root, 'read_ahead', SECTIONS[:2])
     rec = Recorder()
     done = tuned.apply_child(host.root, plan, rec.run, '/usr/sbin/tuned-adm', True, rec.write, rec.remove)
-    assert rec.commands == [['/usr/sbin/tuned-adm', 'profile', tuned.CHILD_PROFILE]]
+    assert rec.commands == [['/usr/sbin/tuned-adm', 'profile', 'virtual-guest', tuned.CHILD_PROFILE]]
     assert host.read(plan['path']) == plan['after']
-    assert done == ['wrote %s' % plan['path'], 'activated %s' % tuned.CHILD_PROFILE]
+    assert done == ['wrote %s' % plan['path'], 'activated virtual-guest %s' % tuned.CHILD_PROFILE]
     assert tuned.active_profiles(host.root) == ['virtual-guest']  # tuned-adm would change it, not us
 
 
@@ -771,7 +785,7 @@ def test_apply_child_without_tuned_running_writes_state_files(host):
     rec = Recorder()
     tuned.apply_child(host.root, plan, rec.run, '/usr/sbin/tuned-adm', False, rec.write, rec.remove)
     assert rec.commands == []
-    assert tuned.active_profiles(host.root) == [tuned.CHILD_PROFILE]
+    assert tuned.active_profiles(host.root) == ['virtual-guest', tuned.CHILD_PROFILE]
     assert tuned.profile_mode(host.root) == 'manual'
 
 
@@ -779,12 +793,12 @@ def test_apply_child_changed_file_while_active_reloads(host):
     activate(host, 'virtual-guest')
     first = tuned.plan_child(host.root, 'read_ahead', SECTIONS[:2])
     host.write(first['path'], first['after'])
-    activate(host, tuned.CHILD_PROFILE)
+    activate(host, 'virtual-guest', tuned.CHILD_PROFILE)
     plan = tuned.plan_child(host.root, 'read_ahead', SECTIONS[1:2])
     assert plan['activate'] is None
     rec = Recorder()
     tuned.apply_child(host.root, plan, rec.run, '/usr/sbin/tuned-adm', True, rec.write, rec.remove)
-    assert rec.commands == [['/usr/sbin/tuned-adm', 'profile', tuned.CHILD_PROFILE]]
+    assert rec.commands == [['/usr/sbin/tuned-adm', 'profile', 'virtual-guest', tuned.CHILD_PROFILE]]
 
 
 def test_apply_child_removal_restores_parents(host):
@@ -806,4 +820,4 @@ def test_apply_child_tuned_adm_failure(host):
     rec = Recorder(rc=1)
     with pytest.raises(tuned.TunedProfileError) as info:
         tuned.apply_child(host.root, plan, rec.run, '/usr/sbin/tuned-adm', True, rec.write, rec.remove)
-    assert 'tuned-adm profile aemops-os-tuning failed: boom' in str(info.value)
+    assert 'tuned-adm profile virtual-guest aemops-os-tuning failed: boom' in str(info.value)
