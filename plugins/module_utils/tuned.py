@@ -553,15 +553,17 @@ def parse_child(text, path):
 def render_child(baseline, parents, sections):
     """Text of the child profile; ``sections`` is a list of (owner, name, [(key, value)]).
 
-    No ``include=``: the child is activated after ``parents`` in the active profile list.
+    No ``include=``: the child is activated after ``parents`` in the active profile list
+    (``parents`` is accepted for the callers' symmetry; the text does not depend on it).
     """
     from ansible_collections.aemops.os_tuning.plugins.module_utils.files import baseline_line, managed_header
     lines = managed_header('tuned child profile',
                            'Activated as the last of the active profiles; overrides only what '
                            'aemops.os_tuning manages. The baseline line is used for backout.')
     lines.append(baseline_line(baseline))
-    lines += ['[main]', 'summary=aemops.os_tuning overrides (read-ahead, THP), activated after %s'
-              % (' '.join(parents) or 'no other profile')]
+    # The summary does not name the parents: the file must not change when another tool (the
+    # kernel_settings role) adds a profile to the list.
+    lines += ['[main]', 'summary=aemops.os_tuning overrides (read-ahead, THP), last in the active profile list']
     for owner, name, options in sections:
         lines += ['', '%s%s' % (_OWNER_PREFIX, owner), '[%s]' % name]
         lines += ['%s=%s' % (k, v) for k, v in options]
@@ -727,7 +729,7 @@ def child_conflicts(chain, units, sections):
                         got = unit['options'].get(raw_key) if unit else None
                         ours_wins = section == ours_vm[key][0] and got == ours_vm[key][1]
                         conflicts.append(_conflict(profile['name'], section, raw_key, value, ours_vm[key][1],
-                                                   CHILD_PROFILE if ours_wins else profile['name']))
+                                                   CHILD_PROFILE if ours_wins else profile['name'], opts))
             elif kind == 'sysfs':
                 for key, value in options:
                     topic = _sysfs_topic(key)
@@ -735,20 +737,26 @@ def child_conflicts(chain, units, sections):
                         ours = ours_sysfs.get(topic) or (ours_vm[topic][1] if topic in ours_vm else None) \
                             or ','.join(ours_read_ahead)
                         if value != ours:
-                            conflicts.append(_conflict(profile['name'], section, key, value, ours, profile['name']))
+                            conflicts.append(_conflict(profile['name'], section, key, value, ours, profile['name'], opts))
             elif kind == 'disk' and section in ours_disk and opts.get('readahead') and ours_read_ahead:
                 unit = final.get(section)
                 winner = CHILD_PROFILE
                 if unit is not None and unit['origins'].get('devices_udev_regex') != CHILD_PROFILE:
                     winner = profile['name']  # a later profile re-widened the narrowed instance
                 conflicts.append(_conflict(profile['name'], section, 'readahead', opts['readahead'],
-                                           ','.join(ours_read_ahead), winner))
+                                           ','.join(ours_read_ahead), winner, opts))
     return conflicts
 
 
-def _conflict(profile, section, option, value, ours, winner):
-    return {'profile': profile, 'section': section, 'option': option, 'value': value, 'ours': ours,
+def _conflict(profile, section, option, value, ours, winner, opts):
+    item = {'profile': profile, 'section': section, 'option': option, 'value': value, 'ours': ours,
             'winner': winner}
+    # A unit with uname_regex/cpuinfo_regex (2.13+) applies only on matching machines, such as
+    # throughput-performance's [vm.thunderx] (aarch64): say so rather than guess the machine.
+    condition = ', '.join('%s=%s' % (k, opts[k]) for k in ('uname_regex', 'cpuinfo_regex') if opts.get(k))
+    if condition:
+        item['condition'] = condition
+    return item
 
 
 # '#' is written as \x23: before tuned 2.17 (configobj) it would start a comment anywhere in the
