@@ -656,8 +656,12 @@ def plan_child(root, owner, new_sections, version=None):
     try:
         units, chain = effective_units(root, target, version, {path: result['after']})
     except TunedProfileError as e:
-        raise TunedProfileError('tuned %s could not load the planned profile list "%s", so it would apply no '
-                                'tuning at all: %s' % (_vtext(version), ' '.join(target), e))
+        message = ('tuned %s could not load the planned profile list "%s", so it would apply no tuning at all: %s'
+                   % (_vtext(version), ' '.join(target), e))
+        if new_sections:
+            raise TunedProfileError(message)
+        result['load_error'] = message  # this owner only removes its sections: do not block that
+        return result
     result['conflicts'] = child_conflicts(chain, units, sections)
     return result
 
@@ -709,6 +713,7 @@ def child_conflicts(chain, units, sections):
     ours_read_ahead = sorted(set(dict(o).get('readahead') for _w, n, o in sections
                                  if n.startswith('aemops_read_ahead_') and dict(o).get('readahead')))
     conflicts = []
+    our_names = set(name for _owner, name, _options in sections)
     final = dict((u['name'], u) for u in units)
     for profile in chain:
         if profile['name'] == CHILD_PROFILE:
@@ -737,7 +742,12 @@ def child_conflicts(chain, units, sections):
                         ours = ours_sysfs.get(topic) or (ours_vm[topic][1] if topic in ours_vm else None) \
                             or ','.join(ours_read_ahead)
                         if value != ours:
-                            conflicts.append(_conflict(profile['name'], section, key, value, ours, profile['name'], opts))
+                            # Ours wins only for the same key in the same-named unit, merged later.
+                            unit = final.get(section)
+                            ours_wins = (section in our_names and unit is not None
+                                         and unit['origins'].get(key) == CHILD_PROFILE)
+                            conflicts.append(_conflict(profile['name'], section, key, value, ours,
+                                                       CHILD_PROFILE if ours_wins else profile['name'], opts))
             elif kind == 'disk' and section in ours_disk and opts.get('readahead') and ours_read_ahead:
                 unit = final.get(section)
                 winner = CHILD_PROFILE
@@ -853,7 +863,9 @@ def disk_sections(root, parents, groups, version=None):
     """
     if not groups:
         return []
-    units, _chain = effective_units(root, parents, version)
+    # The parents only: a post-loaded profile merges after our child, so narrowing it here would
+    # be undone (its conflicts are reported by child_conflicts and per device).
+    units = merge(load_profiles(root, parents, version), version)
     idents = [ident for kb in groups for ident in groups[kb]]
     ours = udev_regex_alternatives(idents)
     dm = any(key in _DM_KEYS for key, _value in idents)
@@ -909,8 +921,11 @@ def plan_summary(plan, changed):
     """What modules return about the child profile."""
     if not plan:
         return None
-    return {'path': plan['path'], 'parents': plan['parents'], 'actions': plan.get('actions', []), 'changed': changed,
-            'conflicts': plan.get('conflicts', [])}
+    summary = {'path': plan['path'], 'parents': plan['parents'], 'actions': plan.get('actions', []),
+               'changed': changed, 'conflicts': plan.get('conflicts', [])}
+    if plan.get('load_error'):
+        summary['load_error'] = plan['load_error']
+    return summary
 
 
 def apply_child(root, plan, run, tuned_adm, tuned_running, write, remove):

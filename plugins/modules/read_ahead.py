@@ -86,9 +86,10 @@ options:
   tuned_override:
     description:
       - When tuned has an active profile, also make tuned agree. The collection's tuned child
-        profile C(aemops-os-tuning) includes the profiles that were active before, excludes these
-        devices from their C([disk]) instances, and adds one C([disk]) instance per value that
-        matches these devices by their udev identity and sets this read-ahead. It is then activated.
+        profile C(aemops-os-tuning) excludes these devices from the C([disk]) instances of the
+        active profiles, and adds one C([disk]) instance per value that matches these devices by
+        their udev identity and sets this read-ahead. It is activated as the last of the active
+        profiles (no C(include=)); the others stay in the list.
       - Without it, tuned (for example C(throughput-performance) with C(readahead=>4096)) raises
         the value again whenever it starts or switches profile, and C(tuned-adm verify) fails.
       - Other disks keep the parent profile's tuning. Only applies with O(persist=true).

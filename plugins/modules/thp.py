@@ -17,7 +17,7 @@ description:
   - Sets C(/sys/kernel/mm/transparent_hugepage/enabled), C(defrag) and C(khugepaged/defrag) and reads them back.
     Kernels of the RHEL 6 era with C(/sys/kernel/mm/redhat_transparent_hugepage) are handled too.
   - Persists the setting in the collection's tuned child profile C(aemops-os-tuning) (C([vm]) and C([sysfs])
-    sections; the profile includes the profiles that were active before) and on the kernel command line as
+    sections; the profile is activated last, after the profiles that were active) and on the kernel command line as
     C(transparent_hugepage=<enabled>), the way each release wants it. RHEL 7 edits C(/etc/default/grub) and runs
     C(grub2-mkconfig) for the BIOS or EFI C(grub.cfg). RHEL 8 runs C(grubby --update-kernel=ALL) and keeps grubenv
     C(kernelopts) and C(/etc/default/grub) in step. RHEL 9 runs grubby and edits C(/etc/kernel/cmdline).

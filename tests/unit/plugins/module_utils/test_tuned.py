@@ -1336,3 +1336,32 @@ def test_no_dm_lookahead_without_a_dm_identity(bare):
     units = tuned.merge(tuned.load_profiles(host.root, ['virtual-guest']) + [
         {'name': tuned.CHILD_PROFILE, 'path': 'x', 'sections': [(n, o) for _w, n, o in sections]}])
     assert tuned.hotplug_instance(units, 'dm-3', DM_ADD_PROPS) == 'disk'
+
+
+def test_same_sysfs_key_in_our_later_sysfs_unit_is_won_by_ours(bare):
+    """Same-named [sysfs] units merge (merger.py); our child merges after kernel_settings."""
+    version = (2, 20, 0)
+    host = stock_host(bare, version)
+    activate(host, 'virtual-guest')
+    kernel_settings_role(host)
+    key = '/sys/kernel/mm/transparent_hugepage/khugepaged/defrag'
+    host.write('/etc/tuned/kernel_settings/tuned.conf', host.read('/etc/tuned/kernel_settings/tuned.conf')
+               + '[sysfs]\n%s = 1\n' % key)
+    plan = tuned.plan_child(host.root, 'thp', [('thp', 'vm', [('transparent_hugepages', 'never')]),
+                                               ('thp', 'sysfs', [(key, '0')])], version)
+    assert {'profile': 'kernel_settings', 'section': 'sysfs', 'option': key, 'value': '1', 'ours': '0',
+            'winner': tuned.CHILD_PROFILE} in plan['conflicts']
+
+
+def test_backout_is_not_blocked_by_a_list_tuned_cannot_load(bare):
+    version = (2, 15, 0)
+    host = stock_host(bare, version)
+    activate(host, 'virtual-guest')
+    our_run(host, version)
+    write_profile(host, 'site', '[main]\ninclude=throughput-performance\n', '/etc/tuned')
+    activate(host, 'virtual-guest', 'site', tuned.CHILD_PROFILE)
+    plan = tuned.plan_child(host.root, 'thp', [], version)
+    assert 'cannot load profile throughput-performance twice' in plan['load_error']
+    assert tuned.plan_summary(plan, True)['load_error'] == plan['load_error']
+    with pytest.raises(tuned.TunedProfileError):
+        tuned.plan_child(host.root, 'thp', [('thp', 'vm', [('transparent_hugepages', 'never')])], version)
