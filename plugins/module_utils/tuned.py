@@ -7,9 +7,12 @@
 
 tuned is never imported as a library (its internals change between releases, and it may
 run under a different Python). Profiles are plain INI-like files; this module resolves the
-active profile list, each profile's ``include=`` chain, merges them (later wins, same-named
-sections merge, ``replace=1`` drops the inherited section, ``enabled=false`` disables an
-instance) and answers: which ``[disk]`` instance takes a device, and what read-ahead it sets.
+active profile list (and the post-loaded profile), each profile's ``include=`` chain, merges
+them (later wins, same-named sections merge, ``replace=1`` drops the inherited section,
+``enabled=false`` disables an instance) and answers: which ``[disk]`` instance takes a device,
+and what read-ahead it sets. Where tuned's loader differs between releases (include splitting,
+a profile loaded twice, booleans, comments, post_loaded_profile, NVMe), the rules of the
+installed version apply; ``version=None`` means the newest rules. See the ``*_SINCE`` constants.
 
 Facts encoded here (sources in docs/ and the research notes):
 
