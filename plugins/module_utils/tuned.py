@@ -7,9 +7,12 @@
 
 tuned is never imported as a library (its internals change between releases, and it may
 run under a different Python). Profiles are plain INI-like files; this module resolves the
-active profile list, each profile's ``include=`` chain, merges them (later wins, same-named
-sections merge, ``replace=1`` drops the inherited section, ``enabled=false`` disables an
-instance) and answers: which ``[disk]`` instance takes a device, and what read-ahead it sets.
+active profile list (and the post-loaded profile), each profile's ``include=`` chain, merges
+them (later wins, same-named sections merge, ``replace=1`` drops the inherited section,
+``enabled=false`` disables an instance) and answers: which ``[disk]`` instance takes a device,
+and what read-ahead it sets. Where tuned's loader differs between releases (include splitting,
+a profile loaded twice, booleans, comments, post_loaded_profile, NVMe), the rules of the
+installed version apply; ``version=None`` means the newest rules. See the ``*_SINCE`` constants.
 
 Facts encoded here (sources in docs/ and the research notes):
 
@@ -37,15 +40,33 @@ from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read
 
 ACTIVE_PROFILE_FILE = '/etc/tuned/active_profile'
 PROFILE_MODE_FILE = '/etc/tuned/profile_mode'
+POST_LOADED_PROFILE_FILE = '/etc/tuned/post_loaded_profile'
 MAIN_CONF = '/etc/tuned/tuned-main.conf'
 PID_FILE = '/run/tuned/tuned.pid'
 DEFAULT_PROFILE_DIRS = ('/usr/lib/tuned', '/usr/lib/tuned/profiles', '/etc/tuned', '/etc/tuned/profiles')
 MAX_INCLUDE_DEPTH = 20
 NVME_SINCE = (2, 18)
 
+# Version boundaries of tuned's profile loader (redhat-performance/tuned, at the tags named).
+# ``version=None`` (tuned-adm not found or unreadable) means the newest rules.
+INCLUDE_LIST_SINCE = (2, 13)        # tuned/profiles/loader.py: include= split on , and ; (commit feb6e8b)
+INCLUDE_SPLIT_NO_B_SINCE = (2, 18)  # the split regex loses its leading \b
+SKIP_LOADED_SINCE = (2, 16)         # locator returns "" for an already-loaded profile: skipped (commit bd6697f)
+POST_LOADED_SINCE = (2, 14)         # /etc/tuned/post_loaded_profile (commit 4f5f358)
+BOOL_TITLE_SINCE = (2, 13)          # tuned/profiles/unit.py accepts "True" (commit d6f0a09)
+DROP_SINCE = (2, 13)                # drop= option of a unit (commit 598c506)
+CONFIGPARSER_SINCE = (2, 17)        # configobj replaced by configparser (commit 063277a)
+INLINE_COMMENT_SINCE = (2, 19)      # ConfigParser(inline_comment_prefixes=('#')) (commit 910ff51)
+MMC_SINCE = (2, 26)                 # plugin_disk accepts parents of subsystem mmc
+DISK_PARENT_SUBSYSTEMS = ('scsi', 'virtio', 'xen')
+
 
 class TunedProfileError(Exception):
-    """A profile is missing, malformed or includes itself; the message names the file."""
+    """A profile is missing, malformed or cannot be loaded; the message names the file."""
+
+
+def _since(version, boundary):
+    return version is None or tuple(version[:2]) >= boundary
 
 
 def parse_version(text):
@@ -123,8 +144,33 @@ def daemon_running(root):
     return bool(pid) and os.path.exists(root_path(root, '/proc/%s' % pid))
 
 
-def parse_conf(text, path='tuned.conf'):
-    """Parse tuned.conf text into an ordered list of (section, [(key, value), ...])."""
+def _strip_inline_comment(value, version):
+    """A value as tuned's parser leaves it.
+
+    Before 2.17 (configobj, ``list_values=False``) an unquoted value ends at the first ``#``
+    after its first character, whitespace before it dropped; a quoted value keeps its quotes.
+    2.17 and 2.18 (configparser without inline comments) keep ``#``. From 2.19 a ``#``
+    preceded by whitespace starts a comment.
+    """
+    if not _since(version, CONFIGPARSER_SINCE):
+        if value[:1] in ('"', "'"):
+            end = value.find(value[0], 1)
+            return value[:end + 1] if end > 0 else value
+        if value.startswith('#'):
+            return ''
+        m = re.match(r'^(.)(.*?)\s*(#.*)?$', value)
+        return (m.group(1) + m.group(2)) if m else value
+    if not _since(version, INLINE_COMMENT_SINCE):
+        return value
+    m = re.search(r'\s#', value)
+    return value[:m.start()].rstrip() if m else value
+
+
+def parse_conf(text, path='tuned.conf', version=None):
+    """Parse tuned.conf text into an ordered list of (section, [(key, value), ...]).
+
+    Comments follow the parser of tuned ``version`` (see :func:`_strip_inline_comment`).
+    """
     sections = []
     current = None
     for number, raw in enumerate((text or '').splitlines(), 1):
@@ -142,7 +188,7 @@ def parse_conf(text, path='tuned.conf'):
         if current is None:
             raise TunedProfileError('%s line %d: %r is outside any [section].' % (path, number, raw))
         key, value = line.split('=', 1)
-        current[1].append((key.strip(), value.strip()))
+        current[1].append((key.strip(), _strip_inline_comment(value.strip(), version)))
     return sections
 
 
@@ -156,13 +202,27 @@ def profile_dirs(root):
     return DEFAULT_PROFILE_DIRS
 
 
+def _locate(root, name, skip=(), texts=None):
+    """tuned's ``Locator.get_config(name, skip_files)`` (tuned/profiles/locator.py).
+
+    Returns (path or None, whether a candidate was skipped because it is already loaded).
+    The highest-precedence directory first; files already loaded in this merge are passed
+    over, so ``/etc/tuned/X`` with ``include=X`` reaches ``/usr/lib/tuned/X``.
+    """
+    skipped = False
+    for directory in reversed(profile_dirs(root)):
+        path = os.path.normpath(os.path.join(directory, os.path.basename(name), 'tuned.conf'))
+        if path in skip:
+            skipped = True
+            continue
+        if (texts and path in texts) or os.path.isfile(root_path(root, path)):
+            return path, skipped
+    return None, skipped
+
+
 def find_profile(root, name):
     """Target path of ``<dir>/<name>/tuned.conf`` with the highest precedence, or None."""
-    for directory in reversed(profile_dirs(root)):
-        path = os.path.join(directory, name, 'tuned.conf')
-        if os.path.isfile(root_path(root, path)):
-            return path
-    return None
+    return _locate(root, name)[0]
 
 
 def active_profiles(root):
@@ -176,37 +236,115 @@ def profile_mode(root):
     return text.strip() if text else None
 
 
-def split_includes(value):
-    return [p for p in re.split(r'[,;\s]+', value or '') if p]
+def post_loaded_profile(root):
+    """The post-loaded profile (tuned >= 2.14), or None; tuned merges it after the active list."""
+    text = (read_text(root_path(root, POST_LOADED_PROFILE_FILE)) or '').strip()
+    return text or None
 
 
-def load_chain(root, name, _depth=0, _stack=None):
-    """Profiles in merge order (deepest include first) as a list of dicts {name, path, sections}."""
-    stack = list(_stack or [])
-    if name in stack:
-        raise TunedProfileError('tuned profile %s includes itself (%s).' % (name, ' -> '.join(stack + [name])))
-    if _depth > MAX_INCLUDE_DEPTH:
-        raise TunedProfileError('tuned profile include chain is deeper than %d at %s.' % (MAX_INCLUDE_DEPTH, name))
-    path = find_profile(root, name)
-    if path is None:
-        raise TunedProfileError('tuned profile %s was not found in %s.' % (name, ', '.join(profile_dirs(root))))
-    sections = parse_conf(read_text(root_path(root, path)), path)
+def loaded_profiles(root, version=None, profiles=None):
+    """The list tuned loads: the active profiles (or ``profiles``), then the post-loaded one.
+
+    tuned/daemon/daemon.py ``_load_profiles`` appends the post-loaded profile from 2.14 on.
+    """
+    names = list(active_profiles(root) if profiles is None else profiles)
+    post = post_loaded_profile(root)
+    if post and _since(version, POST_LOADED_SINCE):
+        names.append(post)
+    return names
+
+
+def split_includes(value, version=None):
+    """The profile names of an ``include=`` value as tuned ``version`` reads them.
+
+    tuned/profiles/loader.py: before 2.13 the whole value is one name; 2.13 to 2.17 split
+    on ``\\b\\s*[,;]\\s*``; from 2.18 on ``\\s*[,;]\\s*``. Spaces alone never separate names.
+    """
+    value = (value or '').strip()
+    if not value:
+        return []
+    if not _since(version, INCLUDE_LIST_SINCE):
+        return [value]
+    if not _since(version, INCLUDE_SPLIT_NO_B_SINCE):
+        return re.split(r'\b\s*[,;]\s*', value)
+    return re.split(r'\s*[,;]\s*', value)
+
+
+def load_profiles(root, names, version=None, texts=None):
+    """Profiles in merge order, loaded as tuned ``version`` loads the list ``names``.
+
+    Models tuned/profiles/loader.py ``_load_profile``: one list of processed files for the
+    whole merge; each profile's includes are loaded (recursively) before it. A profile whose
+    file is already loaded is skipped from tuned 2.16 on; before, it is an error (tuned says
+    "Cannot find profile" and applies no tuning at all). ``texts`` maps profile paths to
+    planned contents that replace the files. Returns a list of dicts {name, path, sections}.
+    """
     chain = []
-    for section, options in sections:
-        if section == 'main':
-            for key, value in options:
-                if key == 'include':
-                    for parent in split_includes(value):
-                        if '${' in parent:
-                            continue  # a variable or function include: cannot be resolved from files
-                        chain.extend(load_chain(root, parent, _depth + 1, stack + [name]))
-    chain.append({'name': name, 'path': path, 'sections': sections})
+    processed = []
+
+    def load(name, depth, stack):
+        if depth > MAX_INCLUDE_DEPTH:
+            raise TunedProfileError('tuned profile include chain is deeper than %d at %s.' % (MAX_INCLUDE_DEPTH, name))
+        path, skipped = _locate(root, name, processed, texts)
+        if path is None:
+            where = ' -> '.join(stack + [name])
+            if skipped and _since(version, SKIP_LOADED_SINCE):
+                return
+            if skipped:
+                raise TunedProfileError(
+                    'tuned %s cannot load profile %s twice in one merge (%s): tuned before 2.16 then fails with '
+                    '"Cannot find profile" and applies no tuning at all. Remove the repeated include.'
+                    % (_vtext(version), name, where))
+            hint = ''
+            if ',' in name or ';' in name:
+                hint = ' (tuned before 2.13 reads include= as one profile name)'
+            raise TunedProfileError('tuned profile %s was not found in %s%s.'
+                                    % (name, ', '.join(profile_dirs(root)), hint))
+        processed.append(path)
+        text = texts[path] if texts and path in texts else read_text(root_path(root, path))
+        sections = parse_conf(text, path, version)
+        for section, options in sections:
+            if section == 'main':
+                for key, value in options:
+                    if key == 'include':
+                        for parent in split_includes(value, version):
+                            if '${' in parent:
+                                continue  # a variable or function include: cannot be resolved from files
+                            load(parent, depth + 1, stack + [name])
+        chain.append({'name': name, 'path': path, 'sections': sections})
+
+    for name in names:
+        load(name, 0, [])
     return chain
 
 
-def merge(chain):
+def _vtext(version):
+    return '.'.join(str(v) for v in version[:2]) if version else '(newest rules)'
+
+
+def load_chain(root, name, version=None):
+    """Profiles in merge order (deepest include first) as a list of dicts {name, path, sections}."""
+    return load_profiles(root, [name], version)
+
+
+def tuned_bool(value, default, version=None):
+    """A unit boolean (``enabled``, ``replace``) as tuned/profiles/unit.py reads it.
+
+    Only ``true`` and ``1`` are true (``True`` too from 2.13); ``yes``, ``on`` are false.
+    """
+    if value is None:
+        return default
+    accepted = ('true', '1', 'True') if _since(version, BOOL_TITLE_SINCE) else ('true', '1')
+    return value in accepted
+
+
+def merge(chain, version=None):
     """Merge profiles like tuned: an ordered list of units {name, type, options, profile, origins}.
 
+    tuned/profiles/merger.py (the same from 2.11 to 2.25): a unit whose name is new, or that
+    has a true ``replace``, replaces; otherwise ``type``, ``enabled`` and ``devices`` are reset
+    to the later unit's values (or their defaults), ``devices_udev_regex`` only when it sets
+    one, ``drop`` (2.13+) removes inherited options, and options update.
     ``origins`` maps each option to the profile that set it, so a report can name where a
     value such as ``readahead=>4096`` comes from even when a child only narrowed the section.
     ``${name}`` references to ``[variables]`` are expanded as tuned does.
@@ -223,7 +361,8 @@ def merge(chain):
             if section in ('main', 'variables'):
                 continue
             opts = dict((k, _expand_variables(v, variables)) for k, v in options)
-            replace = opts.pop('replace', '').lower() in ('1', 'true', 'yes', 'y')
+            replace = tuned_bool(opts.pop('replace', None), False, version)
+            drop = opts.pop('drop', None) if _since(version, DROP_SINCE) else None
             unit = by_name.get(section)
             if unit is None or replace:
                 new = {'name': section, 'type': section, 'options': {}, 'profile': profile['name'], 'origins': {}}
@@ -232,10 +371,14 @@ def merge(chain):
                 else:
                     units[units.index(unit)] = new
                 unit = by_name[section] = new
-            # Like tuned's merger: a later same-named section resets type, enabled and devices to
-            # its own values (or their defaults); devices_udev_regex only when it sets one.
+            elif drop:
+                for option in re.split(r'\b\s*[,;]\s*', drop):
+                    unit['options'].pop(option, None)
+                    unit['origins'].pop(option, None)
             unit['type'] = opts.pop('type', section)
-            unit['options']['enabled'] = opts.pop('enabled', 'true')
+            raw_enabled = opts.pop('enabled', None)
+            unit['options']['enabled'] = raw_enabled if raw_enabled is not None else 'true'
+            unit['enabled'] = tuned_bool(raw_enabled, True, version)
             unit['options']['devices'] = opts.pop('devices', '*')
             unit['options'].update(opts)
             unit['origins'].update((k, profile['name']) for k in opts)
@@ -250,17 +393,17 @@ def _expand_variables(value, variables, _depth=0):
     return expanded if expanded == value else _expand_variables(expanded, variables, _depth + 1)
 
 
-def effective_units(root, profiles=None):
-    """Merged units of the active profile list (or ``profiles``) with the chain that built them."""
-    names = active_profiles(root) if profiles is None else profiles
-    chain = []
-    for name in names:
-        chain.extend(load_chain(root, name))
-    return merge(chain), chain
+def effective_units(root, profiles=None, version=None, texts=None):
+    """Merged units of what tuned loads (the active list and the post-loaded profile, or
+    ``profiles`` then the post-loaded profile) with the chain that built them."""
+    chain = load_profiles(root, loaded_profiles(root, version, profiles), version, texts)
+    return merge(chain, version), chain
 
 
 def _enabled(unit):
-    return unit['options'].get('enabled', 'true').lower() not in ('0', 'false', 'no', 'n', 'off')
+    if 'enabled' in unit:
+        return unit['enabled']
+    return tuned_bool(unit['options'].get('enabled'), True)
 
 
 def disk_instances(units):
@@ -321,10 +464,49 @@ def expected_read_ahead(setting, current_kb):
     return setting['kb']
 
 
-def disk_plugin_covers(kind, removable=False, version=None):
-    """Whether tuned's disk plugin tunes a device of blockdev type ``kind`` at all."""
+def device_parent_subsystem(root, name):
+    """The subsystem of the parent device of block device ``name``, as pyudev's ``parent`` sees it.
+
+    The nearest ancestor sysfs directory that is a device (has a ``subsystem`` link): ``scsi``,
+    ``virtio``, ``xen``, ``nvme``, or ``nvme-subsystem`` for a namespace under native NVMe
+    multipath. ``''`` when there is no parent device (dm, md, loop: /sys/devices/virtual/block),
+    None when the tree does not say (no subsystem links).
+    """
+    real = os.path.realpath(root_path(root, '/sys/class/block/%s' % name))
+    top = os.path.realpath(root_path(root, '/sys/devices'))
+    current = os.path.dirname(real)
+    while current.startswith(top + os.sep):
+        link = os.path.join(current, 'subsystem')
+        if os.path.islink(link):
+            return os.path.basename(os.path.realpath(link))
+        current = os.path.dirname(current)
+    if real.startswith(os.path.join(top, 'virtual', 'block') + os.sep):
+        return ''
+    return None
+
+
+def disk_parent_subsystems(version=None):
+    """Parent subsystems plugin_disk ``_device_is_supported`` accepts at tuned ``version``."""
+    subsystems = list(DISK_PARENT_SUBSYSTEMS)
+    if _since(version, NVME_SINCE):
+        subsystems.append('nvme')  # tuned 2.18.0, commit e6dda32
+    if version is not None and tuple(version[:2]) >= MMC_SINCE:
+        subsystems.append('mmc')
+    return tuple(subsystems)
+
+
+def disk_plugin_covers(kind, removable=False, version=None, parent_subsystem=None):
+    """Whether tuned's disk plugin tunes a device of blockdev type ``kind`` at all.
+
+    tuned/plugins/plugin_disk.py ``_device_is_supported``: a whole disk, not removable, with
+    no parent device or a parent in :func:`disk_parent_subsystems`. ``parent_subsystem``
+    (from :func:`device_parent_subsystem`) decides when known: a namespace under native NVMe
+    multipath (parent ``nvme-subsystem``) is never tuned, on any version.
+    """
     if removable or kind == 'part':
         return False
+    if parent_subsystem is not None:
+        return parent_subsystem == '' or parent_subsystem in disk_parent_subsystems(version)
     if kind == 'nvme':
         return version is None or tuple(version[:2]) >= NVME_SINCE
     return True
@@ -354,16 +536,20 @@ def read_ahead_for_device(units, name, props):
 # ---------------------------------------------------------------------------------------------
 # The collection's child profile: the one writer.
 #
-# Layout of the file (every section is preceded by an "# owner: <module>" line, so each module
-# rewrites only its own sections and leaves the others alone):
+# The child has no include=. It is activated as the LAST of the active profiles, after the ones
+# that were active (``tuned-adm profile virtual-guest kernel_settings aemops-os-tuning``): tuned
+# loads and merges the list in order (loader.py, merger.py), so its same-named sections merge
+# into the parents' as an include would, and the list loads on every tuned from 2.11 (no comma
+# list in include=, which 2.11 cannot read; no profile loaded twice, which is an error before
+# 2.16). Layout of the file (each section preceded by an "# owner: <module>" line, so each
+# module rewrites only its own sections):
 #
 #   # Managed by aemops.os_tuning (tuned child profile). ...
 #   # aemops-baseline {"active_profiles": [...], "profile_mode": "auto"}
 #   [main]
 #   summary=...
-#   include=<the profiles that were active before us>
 #   # owner: read_ahead
-#   [disk]                                  <- the parent's disk instance, now excluding our devices
+#   [disk]                                  <- the parents' disk instance, now excluding our devices
 #   devices_udev_regex=\A(?![\s\S]*^(?:ID_SERIAL=...|DM_UUID=...)$)
 #   # owner: read_ahead
 #   [aemops_read_ahead_32]                  <- our devices, with our value
@@ -394,7 +580,10 @@ def child_profile_path(root):
 
 
 def parse_child(text, path):
-    """Our child profile as {'baseline': dict or None, 'include': [...], 'sections': [(owner, name, options)]}."""
+    """Our child profile as {'baseline': dict or None, 'include': [...], 'sections': [(owner, name, options)]}.
+
+    ``include`` is only ever set in a child written by 0.1.0 (which included its parents).
+    """
     from ansible_collections.aemops.os_tuning.plugins.module_utils.files import parse_baselines
     records, errors = parse_baselines(text)
     if errors:
@@ -417,15 +606,20 @@ def parse_child(text, path):
     return result
 
 
-def render_child(baseline, include, sections):
-    """Text of the child profile; ``sections`` is a list of (owner, name, [(key, value)])."""
+def render_child(baseline, parents, sections):
+    """Text of the child profile; ``sections`` is a list of (owner, name, [(key, value)]).
+
+    No ``include=``: the child is activated after ``parents`` in the active profile list
+    (``parents`` is accepted for the callers' symmetry; the text does not depend on it).
+    """
     from ansible_collections.aemops.os_tuning.plugins.module_utils.files import baseline_line, managed_header
     lines = managed_header('tuned child profile',
-                           'Includes the profiles that were active before and overrides only what '
+                           'Activated as the last of the active profiles; overrides only what '
                            'aemops.os_tuning manages. The baseline line is used for backout.')
     lines.append(baseline_line(baseline))
-    lines += ['[main]', 'summary=aemops.os_tuning overrides (read-ahead, THP) on top of %s' % ', '.join(include),
-              'include=%s' % ','.join(include)]
+    # The summary does not name the parents: the file must not change when another tool (the
+    # kernel_settings role) adds a profile to the list.
+    lines += ['[main]', 'summary=aemops.os_tuning overrides (read-ahead, THP), last in the active profile list']
     for owner, name, options in sections:
         lines += ['', '%s%s' % (_OWNER_PREFIX, owner), '[%s]' % name]
         lines += ['%s=%s' % (k, v) for k, v in options]
@@ -455,29 +649,45 @@ def _owner_rank(owner):
 def child_state(root):
     """(path, text, parsed, baseline, parents) of our child profile.
 
-    ``parents`` are the profiles our child includes: those recorded when it was first written,
-    else the ones active now. Asking again while our profile is active keeps the recorded parents.
+    ``parents`` are the other active profiles, in their order: the child is activated after
+    them. When ours is the only active profile (a 0.1.0 child that included its parents, or
+    ``tuned-adm profile aemops-os-tuning`` by hand), the recorded baseline supplies them.
+    The baseline (the active list and profile_mode before our first write) is kept once written.
     """
     path = child_profile_path(root)
     before = read_text(root_path(root, path))
     current = parse_child(before, path) if before is not None else None
     active = active_profiles(root)
-    if current is not None and current['baseline'] and (CHILD_PROFILE in active or not active):
+    others = [p for p in active if p != CHILD_PROFILE]
+    if current is not None and current['baseline']:
         baseline = current['baseline']
     else:
-        # First run, or an administrator switched profiles since: build on what is active now.
-        baseline = {'active_profiles': [p for p in active if p != CHILD_PROFILE],
-                    'profile_mode': profile_mode(root)}
-    parents = [p for p in baseline.get('active_profiles') or [] if p != CHILD_PROFILE]
+        baseline = {'active_profiles': others, 'profile_mode': profile_mode(root)}
+    parents = others
+    if not parents:
+        parents = [p for p in (baseline.get('active_profiles') or current and current['include'] or [])
+                   if p != CHILD_PROFILE]
     return path, before, current, baseline, parents
 
 
-def plan_child(root, owner, new_sections):
+def desired_active(parents):
+    """The active profile list with our child: the others in their order, ours last."""
+    return [p for p in parents if p != CHILD_PROFILE] + [CHILD_PROFILE]
+
+
+def plan_child(root, owner, new_sections, version=None):
     """Plan our child profile after ``owner`` replaces its sections with ``new_sections``.
 
-    Returns {path, before, after, parents, activate, restore}: ``after`` None means the file
-    goes away (no owner has sections left); ``activate`` is the profile list to switch to
-    (or None when nothing changes); ``restore`` the previous profile list on removal.
+    Returns {path, before, after, parents, activate, restore, baseline, conflicts}: ``after``
+    None means the file goes away (no owner has sections left); ``activate`` is the profile
+    list to switch to (or None when it is already active as planned); ``restore`` the list
+    without ours on removal. ``conflicts`` lists where another loaded profile sets what we set
+    (see :func:`child_conflicts`). A planned list that tuned ``version`` cannot load is an error.
+
+    Coexistence with linux-system-roles kernel_settings (library/kernel_settings.py,
+    ``update_current_profile_and_mode``: appends ``kernel_settings`` when it is missing and sets
+    profile_mode manual): when it was appended after ours, ours moves back to the end; the role
+    then finds its name present and changes nothing, so both converge.
     """
     path, before, current, baseline, parents = child_state(root)
     active = active_profiles(root)
@@ -486,27 +696,161 @@ def plan_child(root, owner, new_sections):
     except TunedProfileError as e:
         raise TunedProfileError('%s (in %s)' % (e, path))
     result = {'path': path, 'before': before, 'parents': parents, 'activate': None, 'restore': None,
-              'baseline': baseline}
+              'baseline': baseline, 'conflicts': []}
     if not sections:
         result['after'] = None
-        if CHILD_PROFILE in active and parents:
-            result['restore'] = parents
+        if CHILD_PROFILE in active:
+            result['restore'] = [p for p in active if p != CHILD_PROFILE] or parents
         return result
     if not parents:
         raise TunedProfileError('tuned has no active profile to build on (%s is empty). Activate one first, '
                                 'for example: tuned-adm profile virtual-guest.' % ACTIVE_PROFILE_FILE)
     result['after'] = render_child(baseline, parents, sections)
-    if active != [CHILD_PROFILE]:
-        result['activate'] = [CHILD_PROFILE]
+    target = desired_active(parents)
+    if active != target:
+        result['activate'] = target
+    try:
+        units, chain = effective_units(root, target, version, {path: result['after']})
+    except TunedProfileError as e:
+        message = ('tuned %s could not load the planned profile list "%s", so it would apply no tuning at all: %s'
+                   % (_vtext(version), ' '.join(target), e))
+        if new_sections:
+            raise TunedProfileError(message)
+        result['load_error'] = message  # this owner only removes its sections: do not block that
+        return result
+    result['conflicts'] = child_conflicts(chain, units, sections)
     return result
 
 
+# What other profiles may set that collides with ours: [vm] options (plugin_vm.py, 2.11+; the
+# ``transparent_hugepage`` alias) and [sysfs] paths (plugin_sysfs.py: keys are globs).
+_VM_ALIASES = {'transparent_hugepage': 'transparent_hugepages'}
+_SYSFS_WATCH = (
+    ('/sys/kernel/mm/transparent_hugepage/enabled', 'transparent_hugepages'),
+    ('/sys/kernel/mm/transparent_hugepage/defrag', 'transparent_hugepage.defrag'),
+    ('/sys/kernel/mm/transparent_hugepage/khugepaged/defrag', 'khugepaged/defrag'),
+    ('/sys/block/x/queue/read_ahead_kb', 'readahead'),
+    ('/sys/devices/virtual/block/x/queue/read_ahead_kb', 'readahead'),
+    ('/sys/class/block/x/queue/read_ahead_kb', 'readahead'),
+)
+
+
+def _sysfs_topic(key):
+    """What a [sysfs] key touches that we manage, or None (keys are globs, as tuned reads them)."""
+    for path, topic in _SYSFS_WATCH:
+        if fnmatch.fnmatchcase(path, key) or (topic == 'readahead' and key.endswith('/queue/read_ahead_kb')):
+            return topic
+    return None
+
+
+def child_conflicts(chain, units, sections):
+    """Where another loaded profile sets THP or read-ahead differently from our child.
+
+    ``chain`` is what tuned loads (ours and the post-loaded profile included), ``units`` their
+    merge, ``sections`` our child's sections. Each item names the other profile, its section,
+    option and value, ours, and ``winner``: the profile whose value tuned ends with (ours when
+    our child merges later; the other when it merges after ours, like a post-loaded profile,
+    or writes through another plugin, like [sysfs], whose result depends on plugin order).
+    """
+    ours_vm = {}
+    ours_disk = set()
+    ours_sysfs = {}
+    for _owner, name, options in sections:
+        opts = dict(options)
+        if opts.get('type', name) == 'vm':
+            for k, v in options:
+                ours_vm[_VM_ALIASES.get(k, k)] = (name, v)
+        elif opts.get('type', name) == 'disk':
+            ours_disk.add(name)
+        elif opts.get('type', name) == 'sysfs':
+            for k, v in options:
+                if k != 'type' and _sysfs_topic(k):
+                    ours_sysfs[_sysfs_topic(k)] = v
+    ours_read_ahead = sorted(set(dict(o).get('readahead') for _w, n, o in sections
+                                 if n.startswith('aemops_read_ahead_') and dict(o).get('readahead')))
+    conflicts = []
+    our_names = set(name for _owner, name, _options in sections)
+    final = dict((u['name'], u) for u in units)
+    for profile in chain:
+        if profile['name'] == CHILD_PROFILE:
+            continue
+        for section, options in profile['sections']:
+            if section in ('main', 'variables'):
+                continue
+            opts = dict(options)
+            kind = opts.get('type', section)
+            if kind == 'vm':
+                for raw_key, value in options:
+                    key = _VM_ALIASES.get(raw_key, raw_key)
+                    if key in ours_vm and value != ours_vm[key][1]:
+                        # Ours wins only where tuned ends with our value under the very key the
+                        # other profile used, in the same unit; an alias or a second vm unit
+                        # is also applied by plugin_vm, so the other profile is named the winner.
+                        unit = final.get(section)
+                        got = unit['options'].get(raw_key) if unit else None
+                        ours_wins = section == ours_vm[key][0] and got == ours_vm[key][1]
+                        conflicts.append(_conflict(profile['name'], section, raw_key, value, ours_vm[key][1],
+                                                   CHILD_PROFILE if ours_wins else profile['name'], opts))
+            elif kind == 'sysfs':
+                for key, value in options:
+                    topic = _sysfs_topic(key)
+                    if topic and (topic == 'readahead' and ours_read_ahead or topic in ours_vm or topic in ours_sysfs):
+                        ours = ours_sysfs.get(topic) or (ours_vm[topic][1] if topic in ours_vm else None) \
+                            or ','.join(ours_read_ahead)
+                        if value != ours:
+                            # Ours wins only for the same key in the same-named unit, merged later.
+                            unit = final.get(section)
+                            ours_wins = (section in our_names and unit is not None
+                                         and unit['origins'].get(key) == CHILD_PROFILE)
+                            conflicts.append(_conflict(profile['name'], section, key, value, ours,
+                                                       CHILD_PROFILE if ours_wins else profile['name'], opts))
+            elif kind == 'disk' and section in ours_disk and opts.get('readahead') and ours_read_ahead:
+                unit = final.get(section)
+                winner = CHILD_PROFILE
+                if unit is not None and unit['origins'].get('devices_udev_regex') != CHILD_PROFILE:
+                    winner = profile['name']  # a later profile re-widened the narrowed instance
+                conflicts.append(_conflict(profile['name'], section, 'readahead', opts['readahead'],
+                                           ','.join(ours_read_ahead), winner, opts))
+    return conflicts
+
+
+def _conflict(profile, section, option, value, ours, winner, opts):
+    item = {'profile': profile, 'section': section, 'option': option, 'value': value, 'ours': ours,
+            'winner': winner}
+    # A unit with uname_regex/cpuinfo_regex (2.13+) applies only on matching machines, such as
+    # throughput-performance's [vm.thunderx] (aarch64): say so rather than guess the machine.
+    condition = ', '.join('%s=%s' % (k, opts[k]) for k in ('uname_regex', 'cpuinfo_regex') if opts.get(k))
+    if condition:
+        item['condition'] = condition
+    return item
+
+
+# '#' is written as \x23: before tuned 2.17 (configobj) it would start a comment anywhere in the
+# value, and from 2.19 after whitespace (tuned/profiles/loader.py at those tags).
 _REGEX_SPECIAL = frozenset('\\.^$*+?{}[]|()')
 
 
 def regex_escape(text):
-    """Escape regex metacharacters only, identically on every Python (re.escape differs by version)."""
-    return ''.join('\\' + c if c in _REGEX_SPECIAL else c for c in text)
+    """Escape regex metacharacters only, identically on every Python (re.escape differs by version).
+
+    ``#`` becomes ``\\x23`` so that no tuned parser reads it as a comment.
+    """
+    return ''.join('\\x23' if c == '#' else '\\' + c if c in _REGEX_SPECIAL else c for c in text)
+
+
+def hash_free_regex(regex):
+    """``regex`` with every ``#`` (or ``\\#``) written as ``\\x23``: the same pattern, no comment."""
+    out = []
+    i = 0
+    while i < len(regex):
+        c = regex[i]
+        if c == '\\' and i + 1 < len(regex):
+            out.append('\\x23' if regex[i + 1] == '#' else regex[i:i + 2])
+            i += 2
+            continue
+        out.append('\\x23' if c == '#' else c)
+        i += 1
+    return ''.join(out)
 
 
 def udev_regex_alternatives(idents):
@@ -530,7 +874,7 @@ def _glob_to_regex(glob):
             out.append('[%s%s]' % ('^' if body.startswith('!') else '', body.lstrip('!').replace('\\', '\\\\')))
             i = end
         else:
-            out.append(re.escape(c))
+            out.append(regex_escape(c))
         i += 1
     return ''.join(out)
 
@@ -552,27 +896,49 @@ def _devices_to_regex(devices):
     return regex
 
 
-def disk_sections(root, parents, groups):
+# A dm device's "add" uevent, when it is not a coldplug, runs lvm2's udev/10-dm.rules.in down to
+# its "dm_disable" label: DM_NAME and DM_UUID are not set yet (they come with the "change" event
+# after the table is loaded and resumed). tuned assigns hotplugged devices on "add" only
+# (tuned/plugins/hotplug.py), reading the udev database then (plugin_disk ``_get_device_objects``),
+# so a narrowed parent instance would take an LV activated later. This lookahead keeps a dm
+# device that has no DM_NAME yet out of the parents' instances: no instance takes it until tuned
+# reloads, and then the full properties place it.
+UNIDENTIFIED_DM = r'(?!(?=[\s\S]*?^DEVNAME=/dev/dm-[0-9]+$)(?![\s\S]*?^DM_NAME=))'
+_DM_KEYS = ('DM_UUID', 'DM_NAME')
+
+
+def disk_sections(root, parents, groups, version=None):
     """Sections that make tuned set our read-ahead on our devices, for read_ahead to own.
 
     ``groups`` maps a KiB value to a list of (udev property, value) identities. Every disk
     instance of the parents gets a same-named section that keeps its own device selection
-    but excludes our devices; one ``aemops_read_ahead_<kb>`` instance per value takes them.
+    but excludes our devices (and, when one of ours is a dm device, dm devices not identified
+    yet: see :data:`UNIDENTIFIED_DM`); one ``aemops_read_ahead_<kb>`` instance per value takes ours.
+    tuned merges a later profile's same-named section into the earlier one (merger.py), so
+    this works with the child last in the active list, without include=.
     """
     if not groups:
         return []
-    units, _chain = effective_units(root, parents)
-    ours = udev_regex_alternatives([ident for kb in groups for ident in groups[kb]])
+    # The parents only: a post-loaded profile merges after our child, so narrowing it here would
+    # be undone (its conflicts are reported by child_conflicts and per device).
+    units = merge(load_profiles(root, parents, version), version)
+    idents = [ident for kb in groups for ident in groups[kb]]
+    ours = udev_regex_alternatives(idents)
+    dm = any(key in _DM_KEYS for key, _value in idents)
     sections = []
     for unit in units:
         if unit['type'] != 'disk' or not _enabled(unit):
             continue
+        if unit['name'].startswith('aemops_read_ahead_'):
+            continue  # our own instance, from a post-loaded copy of an older child
         regex = r'\A'
         if unit['options'].get('devices_udev_regex'):
-            regex += r'(?=[\s\S]*?(?:%s))' % unit['options']['devices_udev_regex']
+            regex += r'(?=[\s\S]*?(?:%s))' % hash_free_regex(unit['options']['devices_udev_regex'])
         else:
             regex += _devices_to_regex(unit['options'].get('devices', '*'))
         regex += r'(?![\s\S]*^(?:%s)$)' % ours
+        if dm:
+            regex += UNIDENTIFIED_DM
         sections.append(('read_ahead', unit['name'], [('type', 'disk'), ('devices_udev_regex', regex)]))
     for kb in sorted(groups):
         sections.append(('read_ahead', 'aemops_read_ahead_%d' % kb, [
@@ -581,6 +947,19 @@ def disk_sections(root, parents, groups):
             ('readahead', str(kb)),
         ]))
     return sections
+
+
+def hotplug_instance(units, name, props):
+    """The disk instance tuned gives a device on its "add" event, or None (a free device).
+
+    tuned/plugins/hotplug.py ``_add_device``: the first instance, in priority order, whose
+    selection matches the device's udev properties at that moment. A free device is not
+    tuned, and not checked by ``tuned-adm verify``, until tuned reloads its profile.
+    """
+    for unit in disk_instances(units):
+        if instance_matches(unit, name, props):
+            return unit['name']
+    return None
 
 
 def switch_profile(run, tuned_adm, profiles):
@@ -598,7 +977,11 @@ def plan_summary(plan, changed):
     """What modules return about the child profile."""
     if not plan:
         return None
-    return {'path': plan['path'], 'parents': plan['parents'], 'actions': plan.get('actions', []), 'changed': changed}
+    summary = {'path': plan['path'], 'parents': plan['parents'], 'actions': plan.get('actions', []),
+               'changed': changed, 'conflicts': plan.get('conflicts', [])}
+    if plan.get('load_error'):
+        summary['load_error'] = plan['load_error']
+    return summary
 
 
 def apply_child(root, plan, run, tuned_adm, tuned_running, write, remove):
@@ -615,7 +998,7 @@ def apply_child(root, plan, run, tuned_adm, tuned_running, write, remove):
         done.append('wrote %s' % plan['path'])
     target = plan['activate']
     if target is None and plan['after'] is not None and plan['after'] != plan['before']:
-        target = [CHILD_PROFILE]  # already active: switch again so tuned reloads the changed file
+        target = active_profiles(root)  # already active as planned: switch again so tuned reloads the file
     if plan['after'] is None and plan['restore'] is not None:
         target = plan['restore']
     if target:
@@ -626,8 +1009,11 @@ def apply_child(root, plan, run, tuned_adm, tuned_running, write, remove):
         else:
             write(root_path(root, ACTIVE_PROFILE_FILE), ' '.join(target) + '\n')
         mode = 'manual'
-        if target == plan['restore']:
-            mode = (plan.get('baseline') or {}).get('profile_mode') or 'manual'
+        baseline = plan.get('baseline') or {}
+        if target == plan['restore'] and target == baseline.get('active_profiles'):
+            # Back to the list we found: its mode too. A list another tool changed since (the
+            # kernel_settings role sets manual so that tuned keeps its profile) stays manual.
+            mode = baseline.get('profile_mode') or 'manual'
         if profile_mode(root) != mode:
             write(root_path(root, PROFILE_MODE_FILE), mode + '\n')
         done.append('activated %s' % ' '.join(target))

@@ -86,9 +86,10 @@ options:
   tuned_override:
     description:
       - When tuned has an active profile, also make tuned agree. The collection's tuned child
-        profile C(aemops-os-tuning) includes the profiles that were active before, excludes these
-        devices from their C([disk]) instances, and adds one C([disk]) instance per value that
-        matches these devices by their udev identity and sets this read-ahead. It is then activated.
+        profile C(aemops-os-tuning) excludes these devices from the C([disk]) instances of the
+        active profiles, and adds one C([disk]) instance per value that matches these devices by
+        their udev identity and sets this read-ahead. It is activated as the last of the active
+        profiles (no C(include=)); the others stay in the list.
       - Without it, tuned (for example C(throughput-performance) with C(readahead=>4096)) raises
         the value again whenever it starts or switches profile, and C(tuned-adm verify) fails.
       - Other disks keep the parent profile's tuning. Only applies with O(persist=true).
@@ -213,7 +214,8 @@ tuned_profile:
   description: What was planned for the collection's tuned child profile, or null when tuned is not in use.
   returned: always
   type: dict
-  sample: {path: /etc/tuned/aemops-os-tuning/tuned.conf, parents: [virtual-guest], actions: [wrote ..., activated aemops-os-tuning]}
+  sample: {path: /etc/tuned/aemops-os-tuning/tuned.conf, parents: [virtual-guest], conflicts: [],
+           actions: [wrote ..., activated virtual-guest aemops-os-tuning]}
 rules_file:
   description: Path of the owned udev rules file.
   returned: always
@@ -311,21 +313,15 @@ def resolve(module, root):
 def tuned_context(module, root, planned_child=None):
     """What tuned does to disks, from the active profiles or, when planned, from our child profile."""
     profiles = tuned.active_profiles(root)
+    texts = None
     if planned_child is not None:
-        profiles = [tuned.CHILD_PROFILE]
+        profiles = tuned.desired_active(planned_child['parents'])
+        texts = {planned_child['path']: planned_child['after']}
     if not profiles:
         return None
     version = tuned.installed_version(module.run_command, module.get_bin_path, root)[1]
     try:
-        if planned_child is not None:
-            chain = []
-            for parent in planned_child['parents']:
-                chain.extend(tuned.load_chain(root, parent))
-            chain.append({'name': tuned.CHILD_PROFILE, 'path': planned_child['path'],
-                          'sections': tuned.parse_conf(planned_child['after'], planned_child['path'])})
-            units = tuned.merge(chain)
-        else:
-            units = tuned.effective_units(root, profiles)[0]
+        units = tuned.effective_units(root, profiles, version, texts)[0]
     except tuned.TunedProfileError as e:
         module.warn('cannot read the active tuned profile to check for conflicts: %s' % e)
         return None
@@ -362,8 +358,9 @@ def plan_tuned(module, root, rules):
         return None
     try:
         parents = tuned.child_state(root)[4]
-        sections = tuned.disk_sections(root, parents, tuned_groups(module, root, rules)) if parents else []
-        return tuned.plan_child(root, 'read_ahead', sections)
+        version = tuned.installed_version(module.run_command, module.get_bin_path)[1]
+        sections = tuned.disk_sections(root, parents, tuned_groups(module, root, rules), version) if parents else []
+        return tuned.plan_child(root, 'read_ahead', sections, version)
     except tuned.TunedProfileError as e:
         module.fail_json(msg='cannot plan the tuned child profile: %s' % e)
 
@@ -373,7 +370,8 @@ def device_conflicts(root, name, kind, kb, tuned_ctx, file_conflicts):
     if tuned_ctx is not None:
         props = blockdev.udev_db(root, name)[0]
         hit = tuned.read_ahead_for_device(tuned_ctx['units'], name, props)
-        if hit and hit['readahead'] and tuned.disk_plugin_covers(kind, version=tuned_ctx['version']):
+        if hit and hit['readahead'] and tuned.disk_plugin_covers(
+                kind, version=tuned_ctx['version'], parent_subsystem=tuned.device_parent_subsystem(root, name)):
             setting = hit['readahead']
             expected = tuned.expected_read_ahead(setting, kb)
             if expected != kb:

@@ -17,7 +17,7 @@ description:
   - Sets C(/sys/kernel/mm/transparent_hugepage/enabled), C(defrag) and C(khugepaged/defrag) and reads them back.
     Kernels of the RHEL 6 era with C(/sys/kernel/mm/redhat_transparent_hugepage) are handled too.
   - Persists the setting in the collection's tuned child profile C(aemops-os-tuning) (C([vm]) and C([sysfs])
-    sections; the profile includes the profiles that were active before) and on the kernel command line as
+    sections; the profile is activated last, after the profiles that were active) and on the kernel command line as
     C(transparent_hugepage=<enabled>), the way each release wants it. RHEL 7 edits C(/etc/default/grub) and runs
     C(grub2-mkconfig) for the BIOS or EFI C(grub.cfg). RHEL 8 runs C(grubby --update-kernel=ALL) and keeps grubenv
     C(kernelopts) and C(/etc/default/grub) in step. RHEL 9 runs grubby and edits C(/etc/kernel/cmdline).
@@ -118,7 +118,7 @@ persist:
   elements: str
   sample: [tuned, cmdline]
 tuned_profile:
-  description: The tuned child profile path, its parents and what was done, or null when tuned is not used.
+  description: The tuned child profile path, its parents, what was done and C(conflicts) with other loaded profiles, or null when tuned is not used.
   returned: always
   type: dict
 cmdline:
@@ -272,7 +272,7 @@ def run(module, root):
         if present:
             sections = thp.tuned_sections(enabled, defrag, khugepaged, version, state)
         try:
-            tuned_plan = tuned.plan_child(root, 'thp', sections)
+            tuned_plan = tuned.plan_child(root, 'thp', sections, version)
         except tuned.TunedProfileError as e:
             module.fail_json(msg='cannot plan the tuned child profile: %s' % e)
     tuned_changed = tuned.plan_changes(tuned_plan)

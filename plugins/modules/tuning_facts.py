@@ -133,7 +133,7 @@ ansible_facts:
         paths:
           /opt/aem/crx-quickstart/repository: {device: dm-0, read_ahead_kb: 4096, mount: /opt/aem}
         thp: {runtime: {enabled: always}, running_cmdline: null}
-        tuned: {installed: true, running: true, active_profiles: [virtual-guest], version: "2.21.0"}
+        tuned: {installed: true, running: true, active_profiles: [virtual-guest], post_loaded_profile: null, version: "2.21.0"}
 '''
 
 import json
@@ -215,6 +215,7 @@ def tuned_facts(module, root, devices):
         'version': '.'.join(str(v) for v in version) if version else None,
         'active_profiles': tuned.active_profiles(root),
         'profile_mode': tuned.profile_mode(root),
+        'post_loaded_profile': tuned.post_loaded_profile(root),
         'child_profile': tuned.child_profile_path(root),
         'read_ahead': {},
         'thp': None,
@@ -223,14 +224,15 @@ def tuned_facts(module, root, devices):
     if not facts['active_profiles']:
         return facts, version
     try:
-        units, chain = tuned.effective_units(root)
+        units, chain = tuned.effective_units(root, version=version)
     except tuned.TunedProfileError as e:
         facts['error'] = str(e)
         return facts, version
     facts['include_chain'] = [p['name'] for p in chain]
     for name, info in devices.items():
         hit = tuned.read_ahead_for_device(units, name, blockdev.udev_db(root, name)[0])
-        if hit and hit['readahead'] and tuned.disk_plugin_covers(info['type'], version=version):
+        if hit and hit['readahead'] and tuned.disk_plugin_covers(
+                info['type'], version=version, parent_subsystem=tuned.device_parent_subsystem(root, name)):
             facts['read_ahead'][name] = {'instance': hit['instance'], 'profile': hit['profile'],
                                          'setting': hit['readahead']['raw'], 'kb': hit['readahead']['kb']}
     for unit in units:

@@ -474,8 +474,8 @@ def test_no_conflict_when_tuned_child_instance_takes_the_device(env):
 
 
 def test_broken_tuned_profile_only_warns_when_override_is_off(env):
-    env.with_tuned('loop')
-    env.host.write('/etc/tuned/loop/tuned.conf', '[main]\ninclude=loop\n')
+    env.with_tuned('broken')
+    env.host.write('/etc/tuned/broken/tuned.conf', '[main]\ninclude=no-such-profile\n')
     result = env.run({'devices': ['nvme1n1'], 'read_ahead_kb': 32, 'tuned_override': False})
     assert only_device(result)['conflicts'] == []
     assert any('cannot read the active tuned profile' in w for w in env.warnings)
@@ -507,8 +507,8 @@ def test_tuned_override_writes_and_activates_the_child_profile(env):
     assert result['tuned_profile']['path'] == path
     assert result['tuned_profile']['parents'] == ['virtual-guest']
     assert result['tuned_profile']['changed'] is True
-    # tuned is not running: the state files are written as tuned-adm would.
-    assert tuned.active_profiles(env.root) == [tuned.CHILD_PROFILE]
+    # tuned is not running: the state files are written as tuned-adm would; ours is last in the list.
+    assert tuned.active_profiles(env.root) == ['virtual-guest', tuned.CHILD_PROFILE]
     units = tuned.effective_units(env.root)[0]
     props = blockdev.udev_db(env.root, 'nvme1n1')[0]
     assert tuned.read_ahead_for_device(units, 'nvme1n1', props)['readahead']['kb'] == 32
@@ -519,8 +519,9 @@ def test_tuned_override_writes_and_activates_the_child_profile(env):
 def test_tuned_override_with_tuned_running_switches_with_tuned_adm(env):
     env.with_tuned('virtual-guest', running=True)
     env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
-    assert env.tools.ran('tuned-adm', 'profile') == [['/usr/sbin/tuned-adm', 'profile', tuned.CHILD_PROFILE]]
-    assert tuned.active_profiles(env.root) == [tuned.CHILD_PROFILE]
+    assert env.tools.ran('tuned-adm', 'profile') == [['/usr/sbin/tuned-adm', 'profile', 'virtual-guest',
+                                                       tuned.CHILD_PROFILE]]
+    assert tuned.active_profiles(env.root) == ['virtual-guest', tuned.CHILD_PROFILE]
 
 
 def test_tuned_override_is_idempotent(env):
@@ -540,7 +541,8 @@ def test_tuned_override_diff_includes_the_child_profile(env):
     result = env.run({'devices': ['dm-0'], 'read_ahead_kb': 32}, check=True, diff=True)
     assert len(result['diff']) == 2
     assert result['diff'][1]['after_header'] == tuned.child_profile_path(env.root)
-    assert 'include=virtual-guest' in result['diff'][1]['after']
+    assert 'include=' not in result['diff'][1]['after']  # activated after virtual-guest instead
+    assert '\n[disk]\n' in result['diff'][1]['after']
 
 
 def test_absent_removes_the_child_profile_and_restores_the_parent(env):
@@ -577,11 +579,12 @@ def test_tuned_override_without_active_profile_does_nothing_to_tuned(env):
 
 def test_tuned_override_broken_active_profile_fails_cleanly(env):
     env.with_tuned('loop')
-    env.host.write('/etc/tuned/loop/tuned.conf', '[main]\ninclude=loop\n')
+    env.tools.tuned_version = 'tuned-adm 2.15.0\n'
+    env.host.write('/etc/tuned/loop/tuned.conf', '[main]\ninclude=loop\n')  # loads from 2.16 (commit bd6697f)
     before = tree_checksum(env.root)
     result = env.fail({'devices': ['dm-0'], 'read_ahead_kb': 32})
     assert 'cannot plan the tuned child profile' in result['msg']
-    assert 'includes itself' in result['msg']
+    assert 'cannot load profile loop twice' in result['msg']
     assert tree_checksum(env.root) == before
 
 

@@ -493,7 +493,7 @@ def test_check_mode_changes_nothing_and_reports_the_plan(el8):
     assert profile['before_header'] == '%s (absent)' % CHILD
     assert '[vm]\ntransparent_hugepages=never\ntransparent_hugepage.defrag=never\n' in profile['after']
     assert '[sysfs]\n%s=0\n' % KHUGEPAGED_PATH in profile['after']
-    assert 'include=virtual-guest' in profile['after']
+    assert 'include=' not in profile['after']
     assert diff['/etc/default/grub']['after'].count(NEVER_ARG) == 1
     label = 'grubby:/boot/vmlinuz-%s (kernel arguments)' % EL8_KERNELS[0]
     assert NEVER_ARG not in diff[label]['before'] and NEVER_ARG in diff[label]['after']
@@ -599,16 +599,19 @@ def test_apply_sets_runtime_persists_and_records_the_baseline(el8):
     # tuned: the child profile includes the profile active before, and is active now.
     assert result['persist'] == ['tuned', 'cmdline']
     child = el8.child()
-    assert child['include'] == ['virtual-guest']
+    assert child['include'] == []
     assert child['baseline'] == {'active_profiles': ['virtual-guest'], 'profile_mode': 'auto'}
     assert el8.thp_sections() == [
         ('vm', [('transparent_hugepages', 'never'), ('transparent_hugepage.defrag', 'never')]),
         ('sysfs', [(KHUGEPAGED_PATH, '0')]),
     ]
-    assert tuned.active_profiles(el8.root) == [tuned.CHILD_PROFILE]
+    assert tuned.active_profiles(el8.root) == ['virtual-guest', tuned.CHILD_PROFILE]
     assert tuned.profile_mode(el8.root) == 'manual'
-    assert result['tuned_profile'] == {'path': CHILD, 'parents': ['virtual-guest'], 'changed': True,
-                                       'actions': ['wrote %s' % CHILD, 'activated %s' % tuned.CHILD_PROFILE]}
+    assert result['tuned_profile'] == {
+        'path': CHILD, 'parents': ['virtual-guest'], 'changed': True,
+        'actions': ['wrote %s' % CHILD, 'activated virtual-guest %s' % tuned.CHILD_PROFILE],
+        'conflicts': [{'profile': 'throughput-performance', 'section': 'vm', 'option': 'transparent_hugepages',
+                       'value': 'always', 'ours': 'never', 'winner': tuned.CHILD_PROFILE}]}
     # ... and overrides throughput-performance's transparent_hugepages=always when tuned merges them.
     units = tuned.effective_units(el8.root)[0]
     assert [u['options']['transparent_hugepages'] for u in units if u['type'] == 'vm'] == ['never']
@@ -661,8 +664,9 @@ def test_tuned_running_switches_with_tuned_adm(env):
     env.el8()
     env.with_tuned(running=True)
     env.run(APPLY)
-    assert env.ran('tuned-adm', 'profile') == [[env.bin_path('tuned-adm'), 'profile', tuned.CHILD_PROFILE]]
-    assert tuned.active_profiles(env.root) == [tuned.CHILD_PROFILE]
+    assert env.ran('tuned-adm', 'profile') == [[env.bin_path('tuned-adm'), 'profile', 'virtual-guest',
+                                                tuned.CHILD_PROFILE]]
+    assert tuned.active_profiles(env.root) == ['virtual-guest', tuned.CHILD_PROFILE]
     del env.calls[:]
     assert env.run(APPLY)['changed'] is False
     assert env.ran('tuned-adm', 'profile') == []
@@ -744,17 +748,17 @@ def test_read_ahead_sections_in_the_child_profile_are_preserved(el8):
     el8.host.write(tuned.PROFILE_MODE_FILE, 'manual\n')
     el8.run(APPLY)
     child = el8.child()
-    assert child['include'] == ['virtual-guest']
+    assert child['include'] == []
     assert [(owner, name) for owner, name, _o in child['sections']] == [
         ('read_ahead', 'aemops_read_ahead_32'), ('thp', 'vm'), ('thp', 'sysfs')]
     assert child['sections'][0] == read_ahead
-    assert tuned.active_profiles(el8.root) == [tuned.CHILD_PROFILE]
-    # Backing THP out leaves read_ahead's section, the file and the active profile.
+    # Ours alone was active (the 0.1.0 layout): the recorded parent goes back in front of it.
+    assert tuned.active_profiles(el8.root) == ['virtual-guest', tuned.CHILD_PROFILE]
+    # Backing THP out leaves read_ahead's section, the file and the active profiles.
     el8.run({'state': 'absent'})
     child = el8.child()
     assert child['sections'] == [read_ahead]
-    assert child['include'] == ['virtual-guest']
-    assert tuned.active_profiles(el8.root) == [tuned.CHILD_PROFILE]
+    assert tuned.active_profiles(el8.root) == ['virtual-guest', tuned.CHILD_PROFILE]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -786,7 +790,7 @@ def test_persist_empty_after_a_persisted_run_leaves_the_tuned_profile(el8):
     el8.run({'enabled': 'madvise', 'persist': []})
     assert el8.host.thp('enabled') == 'madvise'
     assert el8.host.exists(CHILD) and el8.host.read(CHILD) == profile
-    assert tuned.active_profiles(el8.root) == [tuned.CHILD_PROFILE]
+    assert tuned.active_profiles(el8.root) == ['virtual-guest', tuned.CHILD_PROFILE]
 
 
 def test_persist_default_without_tuned_is_cmdline_only(env):
@@ -1047,7 +1051,7 @@ def test_failing_tuned_adm_fails_with_its_message(env):
     env.with_tuned(running=True)
     env.save_conf(fail={'tuned-adm': [1, 'Cannot talk to TuneD daemon via DBus.']})
     result = env.fail(APPLY)
-    assert 'tuned-adm profile %s failed' % tuned.CHILD_PROFILE in result['msg']
+    assert 'tuned-adm profile virtual-guest %s failed' % tuned.CHILD_PROFILE in result['msg']
     assert 'DBus' in result['msg']
     assert result['changed'] is True
 
