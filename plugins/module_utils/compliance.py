@@ -203,6 +203,17 @@ def _present_misses(facts, intent, resolved, verify):
     if active and CHILD_PROFILE not in active:
         result.append(miss('tuned', 'tuned_profile', 'tuned runs %s, not the collection\'s child profile %s'
                            % (' '.join(active), CHILD_PROFILE)))
+    elif active and active[-1] != CHILD_PROFILE:
+        result.append(miss('tuned', 'tuned_profile', 'tuned loads %s after the collection\'s child profile %s, '
+                           'so its settings merge over ours: run the role in apply mode to put ours last'
+                           % (' '.join(active[active.index(CHILD_PROFILE) + 1:]), CHILD_PROFILE)))
+    for c in tuned.get('conflicts') or []:
+        if c.get('winner') != CHILD_PROFILE:
+            result.append(miss('tuned profile %s' % c.get('profile'), 'tuned_conflict',
+                               '[%s] %s=%s wins over ours (%s)%s: change or remove it there, or stop '
+                               'loading it after %s' % (c.get('section'), c.get('option'), c.get('value'),
+                                                        c.get('ours'), ' where %s' % c['condition']
+                                                        if c.get('condition') else '', CHILD_PROFILE)))
     # What the thp module reported it persists; before it ran, what was asked (empty: its default, which
     # always includes the command line).
     persist = intent.get('thp_persist_effective') or intent.get('thp_persist') or None

@@ -219,6 +219,7 @@ def tuned_facts(module, root, devices):
         'child_profile': tuned.child_profile_path(root),
         'read_ahead': {},
         'thp': None,
+        'conflicts': [],
         'error': None,
     }
     if not facts['active_profiles']:
@@ -235,6 +236,7 @@ def tuned_facts(module, root, devices):
                 info['type'], version=version, parent_subsystem=tuned.device_parent_subsystem(root, name)):
             facts['read_ahead'][name] = {'instance': hit['instance'], 'profile': hit['profile'],
                                          'setting': hit['readahead']['raw'], 'kb': hit['readahead']['kb']}
+    facts['conflicts'] = child_conflicts(root, chain, units)
     for unit in units:
         if unit['type'] != 'vm':
             continue
@@ -243,6 +245,18 @@ def tuned_facts(module, root, devices):
                 facts['thp'] = {'enabled': unit['options'][key], 'profile': unit['origins'].get(key, unit['profile']),
                                 'defrag': unit['options'].get('transparent_hugepage.defrag')}
     return facts, version
+
+
+def child_conflicts(root, chain, units):
+    """Where another loaded profile (kernel_settings, a custom one, the post-loaded one) sets THP or
+    read-ahead differently from our child, and whose value tuned ends with; [] when ours is not loaded."""
+    if tuned.CHILD_PROFILE not in [p['name'] for p in chain]:
+        return []
+    try:
+        current = tuned.child_state(root)[2]
+    except tuned.TunedProfileError:
+        return []
+    return tuned.child_conflicts(chain, units, current['sections']) if current else []
 
 
 def thp_facts(module, root, boot):

@@ -123,6 +123,28 @@ def test_tuned_without_the_child_profile_is_a_miss():
     assert kinds(compliance.misses(facts, INTENT, resolved())) == ['tuned_profile']
 
 
+def test_a_profile_loaded_after_ours_is_a_miss():
+    facts = compliant()
+    facts['tuned']['active_profiles'] = ['virtual-guest', 'aemops-os-tuning', 'kernel_settings']
+    found = compliance.misses(facts, INTENT, resolved())
+    assert kinds(found) == ['tuned_profile']
+    assert 'tuned loads kernel_settings after the collection\'s child profile' in found[0]['message']
+
+
+def test_a_tuned_conflict_is_a_miss_only_where_the_other_profile_wins():
+    facts = compliant()
+    facts['tuned']['conflicts'] = [
+        {'profile': 'kernel_settings', 'section': 'vm', 'option': 'transparent_hugepages', 'value': 'madvise',
+         'ours': 'never', 'winner': 'aemops-os-tuning'}]
+    assert compliance.misses(facts, INTENT, resolved()) == []
+    facts['tuned']['conflicts'].append(
+        {'profile': 'my-post', 'section': 'vm', 'option': 'transparent_hugepages', 'value': 'always',
+         'ours': 'never', 'winner': 'my-post'})
+    found = compliance.misses(facts, INTENT, resolved())
+    assert [(m['subject'], m['kind']) for m in found] == [('tuned profile my-post', 'tuned_conflict')]
+    assert found[0]['message'].startswith('[vm] transparent_hugepages=always wins over ours (never)')
+
+
 def test_no_tuned_at_all_is_not_a_miss():
     facts = compliant()
     facts['tuned'] = {'active_profiles': [], 'read_ahead': {}}

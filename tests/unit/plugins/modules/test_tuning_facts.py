@@ -400,7 +400,7 @@ def test_tuned_facts_of_the_nitro_host(nitro):
     assert facts['tuned'] == {
         'installed': True, 'running': True, 'version': '2.21.0', 'active_profiles': ['virtual-guest'],
         'profile_mode': 'auto', 'post_loaded_profile': None, 'child_profile': CHILD, 'error': None,
-        'include_chain': ['throughput-performance', 'virtual-guest'],
+        'include_chain': ['throughput-performance', 'virtual-guest'], 'conflicts': [],
         'read_ahead': {'dm-0': TP_4096, 'nvme0n1': TP_4096, 'nvme1n1': TP_4096},
         'thp': {'enabled': 'always', 'profile': 'throughput-performance', 'defrag': None},
     }
@@ -551,7 +551,8 @@ def test_no_tuned_at_all(env):
     facts = env.facts()
     assert facts['tuned'] == {
         'installed': False, 'running': False, 'version': None, 'active_profiles': [], 'profile_mode': None,
-        'post_loaded_profile': None, 'child_profile': CHILD, 'read_ahead': {}, 'thp': None, 'error': None,
+        'post_loaded_profile': None, 'child_profile': CHILD, 'read_ahead': {}, 'thp': None, 'conflicts': [],
+        'error': None,
     }
     assert facts['os']['tuned_version'] is None
     assert 'tuned_child_profile' not in facts['managed_files']

@@ -175,3 +175,30 @@ def test_without_fail_on_invalid_errors_are_misses(env):
 def test_the_host_clock_is_returned(env):
     _result, facts = run({})
     assert facts['clock']['epoch'] > 0 and facts['clock']['iso'].endswith('Z')
+
+
+KERNEL_SETTINGS = '/etc/tuned/kernel_settings/tuned.conf'
+
+
+def test_kernel_settings_after_ours_is_a_conflict_it_wins_and_ours_not_last(env):
+    """The kernel_settings role (1.5.0 tasks/main.yml) appended after ours: its THP madvise wins."""
+    env.with_child_profile(thp_enabled='never')
+    env.host.write(KERNEL_SETTINGS, '[main]\nsummary = kernel settings\n[vm]\ntransparent_hugepages = madvise\n')
+    env.host.write('/etc/tuned/active_profile', 'virtual-guest aemops-os-tuning kernel_settings\n')
+    _result, facts = run({'intent': intent(), 'verify': False})
+    assert [(c['option'], c['winner']) for c in facts['tuned']['conflicts'] if c['profile'] == 'kernel_settings'] == [
+        ('transparent_hugepages', 'kernel_settings')]
+    kinds = [(m['subject'], m['kind']) for m in facts['compliance']['misses']]
+    assert ('tuned', 'tuned_profile') in kinds
+    assert ('tuned profile kernel_settings', 'tuned_conflict') in kinds
+
+
+def test_kernel_settings_before_ours_is_a_conflict_ours_wins(env):
+    env.with_child_profile(thp_enabled='never')
+    env.host.write(KERNEL_SETTINGS, '[main]\nsummary = kernel settings\n[vm]\ntransparent_hugepages = madvise\n')
+    env.host.write('/etc/tuned/active_profile', 'virtual-guest kernel_settings aemops-os-tuning\n')
+    _result, facts = run({'intent': intent(), 'verify': False})
+    # Every conflict, with the stock parent's [vm] and [disk] too, is won by ours.
+    assert set(c['winner'] for c in facts['tuned']['conflicts']) == set(['aemops-os-tuning'])
+    assert 'kernel_settings' in [c['profile'] for c in facts['tuned']['conflicts']]
+    assert [m['kind'] for m in facts['compliance']['misses'] if m['kind'].startswith('tuned')] == []
