@@ -131,12 +131,28 @@ def can_create_in(directory, check_only=False):
     return True
 
 
-def remove_file(path):
-    """Remove ``path``; return True when something was removed."""
+def remove_file(path, prune_parent=False):
+    """Remove ``path``; return True when something was removed.
+
+    ``prune_parent``: also remove its directory when that is now empty, for directories the
+    collection owns whole (``/etc/tuned/aemops-os-tuning``, ``/etc/aemops-os-tuning``), never
+    for shared ones such as ``/etc/udev/rules.d``.
+    """
     try:
         os.unlink(path)
     except OSError as e:
         if e.errno == errno.ENOENT:
             return False
         raise
+    if prune_parent:
+        try:
+            os.rmdir(os.path.dirname(path))
+        except OSError as e:
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+                raise
     return True
+
+
+def remove_owned_file(path):
+    """remove_file for a file in a directory the collection owns whole: the empty directory goes too."""
+    return remove_file(path, prune_parent=True)

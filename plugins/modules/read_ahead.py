@@ -566,7 +566,7 @@ def run(module, root):
             try:
                 tuned_plan['actions'] = tuned.apply_child(
                     root, tuned_plan, module.run_command, module.get_bin_path('tuned-adm'), tuned.daemon_running(root),
-                    lambda path, text: files.atomic_write(path, text, 0o644, module=module), files.remove_file)
+                    lambda path, text: files.atomic_write(path, text, 0o644, module=module), files.remove_owned_file)
             except tuned.TunedProfileError as e:
                 module.fail_json(msg=str(e), changed=True)
         # udev, LVM or another agent may have acted on the change events: enforce and verify.

@@ -328,13 +328,13 @@ def run(module, root):
             try:
                 tuned_plan['actions'] = tuned.apply_child(
                     root, tuned_plan, module.run_command, tuned_adm, tuned.daemon_running(root),
-                    lambda path, text: files.atomic_write(path, text, 0o644, module=module), files.remove_file)
+                    lambda path, text: files.atomic_write(path, text, 0o644, module=module), files.remove_owned_file)
             except tuned.TunedProfileError as e:
                 module.fail_json(msg=str(e), changed=True)
         if boot_changed:
             apply_bootloader(module, root, boot_plan)
         if baseline_changed and new_baseline_text is None:
-            files.remove_file(files.root_path(root, thp.BASELINE_FILE))
+            files.remove_owned_file(files.root_path(root, thp.BASELINE_FILE))
         # A tuned profile switch re-applies tuned's values: enforce ours and read back.
         after = thp.read_state(root)
         for attr in runtime:

@@ -393,6 +393,17 @@ def test_absent_restores_the_recorded_baseline(env):
     assert env.tools.ran('lvchange') == [['/usr/sbin/lvchange', '--readahead', 'auto', 'vg_aem/lv_repo']]
     assert env.tools.lvm['vg_aem/lv_repo']['read_ahead'] == 'auto'
     assert not env.host.exists(RULES)
+    assert env.host.exists('/etc/udev/rules.d')    # a shared directory stays
+
+
+def test_absent_with_tuned_removes_the_child_profile_and_its_directory(env):
+    env.with_tuned('virtual-guest')
+    env.run({'paths': [REPO], 'read_ahead_kb': 32})
+    child_dir = '/etc/tuned/%s' % tuned.CHILD_PROFILE
+    assert env.host.exists(child_dir)
+    env.run({'paths': [REPO], 'state': 'absent'})
+    assert not env.host.exists(child_dir)          # the directory the collection owns goes with it
+    assert tuned.active_profiles(env.root) == ['virtual-guest']
 
 
 def test_absent_check_mode_changes_nothing(env):

@@ -932,6 +932,9 @@ def test_absent_restores_everything(el8):
     assert tuned.active_profiles(el8.root) == ['virtual-guest']
     assert tuned.profile_mode(el8.root) == 'auto'
     assert not el8.host.exists(BASELINE)
+    # The directories the collection owns whole go with their last file.
+    assert not el8.host.exists(os.path.dirname(CHILD)) and not el8.host.exists(os.path.dirname(BASELINE))
+    assert el8.host.exists('/etc/tuned')
     assert result['reboot_required'] is False      # /proc/cmdline never had it
 
 
