@@ -984,6 +984,14 @@ def plan_summary(plan, changed):
     return summary
 
 
+def conflict_warnings(plan):
+    """One warning per setting another loaded profile wins over ours: never lose silently."""
+    return ['tuned profile %s [%s] %s=%s wins over the collection\'s %s%s: change or remove it there, or stop '
+            'loading it after %s.' % (c['profile'], c['section'], c['option'], c['value'], c['ours'],
+                                      ' (where %s)' % c['condition'] if c.get('condition') else '', CHILD_PROFILE)
+            for c in (plan or {}).get('conflicts', []) if c.get('winner') != CHILD_PROFILE]
+
+
 def apply_child(root, plan, run, tuned_adm, tuned_running, write, remove):
     """Carry out a plan from :func:`plan_child`; returns a list of what was done.
 

@@ -599,6 +599,8 @@ def run(module, root):
                             % (entry['name'], ' '.join(conflict['active_profiles']), conflict['instance'],
                                conflict['setting'], conflict['profile'], hint))
 
+    for warning in tuned.conflict_warnings(tuned_plan):
+        module.warn(warning)
     result = {'changed': changed, 'devices': results, 'rules_file': rules_path, 'skipped_targets': plan.skipped,
               'tuned_profile': tuned.plan_summary(tuned_plan, tuned_changed)}
     if module._diff:

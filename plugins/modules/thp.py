@@ -364,6 +364,8 @@ def run(module, root):
         module.warn('the running kernel was booted with transparent_hugepage=%s, so tuned ignores its own THP value '
                     'until the next boot.' % cmdline['running'])
 
+    for warning in tuned.conflict_warnings(tuned_plan):
+        module.warn(warning)
     result = {'changed': changed, 'runtime': runtime, 'persist': persist, 'tuned_profile': tuned.plan_summary(tuned_plan, tuned_changed),
               'cmdline': cmdline, 'reboot_required': reboot_required, 'baseline': baseline or {}}
     if module._diff:

@@ -1365,3 +1365,19 @@ def test_backout_is_not_blocked_by_a_list_tuned_cannot_load(bare):
     assert tuned.plan_summary(plan, True)['load_error'] == plan['load_error']
     with pytest.raises(tuned.TunedProfileError):
         tuned.plan_child(host.root, 'thp', [('thp', 'vm', [('transparent_hugepages', 'never')])], version)
+
+
+def test_conflict_warnings_name_only_what_another_profile_wins():
+    plan = {'conflicts': [
+        {'profile': 'kernel_settings', 'section': 'vm', 'option': 'transparent_hugepages', 'value': 'madvise',
+         'ours': 'never', 'winner': tuned.CHILD_PROFILE},
+        {'profile': 'my-post', 'section': 'vm', 'option': 'transparent_hugepages', 'value': 'always',
+         'ours': 'never', 'winner': 'my-post'},
+        {'profile': 'throughput-performance', 'section': 'vm.thunderx', 'option': 'transparent_hugepages',
+         'value': 'never', 'ours': 'madvise', 'winner': 'throughput-performance', 'condition': 'cpuinfo_regex=x'}]}
+    assert tuned.conflict_warnings(plan) == [
+        "tuned profile my-post [vm] transparent_hugepages=always wins over the collection's never: change or remove "
+        "it there, or stop loading it after aemops-os-tuning.",
+        "tuned profile throughput-performance [vm.thunderx] transparent_hugepages=never wins over the collection's "
+        "madvise (where cpuinfo_regex=x): change or remove it there, or stop loading it after aemops-os-tuning."]
+    assert tuned.conflict_warnings(None) == []
