@@ -26,7 +26,10 @@ __metaclass__ = type
 import os
 import re
 
-from ansible.module_utils.six import integer_types, string_types
+
+# Python 2's long and unicode without naming them (int and str on Python 3).
+INTEGER_TYPES = (int, type(2 ** 64))
+STRING_TYPES = (str, type(u''))
 
 CHILD_PROFILE = 'aemops-os-tuning'
 MAX_READ_AHEAD_KB = 65536
@@ -53,7 +56,7 @@ def page_kb_of(sysconf=None):
 
 def read_ahead_error(kb, page_kb):
     """Why ``kb`` cannot be set as read-ahead, or None. Shared with the read_ahead module."""
-    if isinstance(kb, bool) or not isinstance(kb, integer_types):
+    if isinstance(kb, bool) or not isinstance(kb, INTEGER_TYPES):
         return 'read_ahead_kb must be a whole number of KiB (for example 32), not %r.' % (kb,)
     if kb < 0 or kb > MAX_READ_AHEAD_KB:
         return ('read_ahead_kb=%d is out of range: give KiB between 0 and %d (32 is the usual value for AEM '
@@ -72,11 +75,11 @@ def normalise_intent(intent):
     before 2.19 renders to strings); only ASCII digits make a number, and a boolean is never one."""
     result = dict(intent)
     kb = result.get('read_ahead_kb')
-    if isinstance(kb, string_types) and _ASCII_DIGITS.match(kb):
+    if isinstance(kb, STRING_TYPES) and _ASCII_DIGITS.match(kb):
         result['read_ahead_kb'] = int(kb)
     for key in ('underlying',):
         value = result.get(key)
-        if isinstance(value, string_types):
+        if isinstance(value, STRING_TYPES):
             result[key] = value.strip().lower() in ('1', 'true', 'yes', 'on')
     for key in ('paths', 'candidates', 'devices', 'thp_persist', 'thp_persist_effective'):
         if result.get(key) in ('', None):

@@ -141,7 +141,6 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.six import string_types
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
     blockdev, bootloader, compliance, files, thp, tuned, udev_rules)
 
@@ -386,7 +385,7 @@ def remove_snapshot(module, root, path, snapshot):
     files.remove_file(files.root_path(root, path))
     created = snapshot.get('created_dirs') if isinstance(snapshot.get('created_dirs'), list) else []
     # Only ancestors of the snapshot, deepest first: a hand-edited list cannot remove other directories.
-    ancestors = [d for d in created if isinstance(d, string_types) and path.startswith(d.rstrip('/') + '/')]
+    ancestors = [d for d in created if isinstance(d, compliance.STRING_TYPES) and path.startswith(d.rstrip('/') + '/')]
     for directory in sorted(ancestors, key=len, reverse=True):
         try:
             os.rmdir(files.root_path(root, directory))

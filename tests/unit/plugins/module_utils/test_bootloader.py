@@ -93,6 +93,7 @@ if [ "$1" = -o ]; then out='%(root)s'"$2"; else out='%(root)s/boot/grub/grub.cfg
 } > "$out"
 '''
 
+
 class Host(object):
     """A fake host: a root tree, a bin directory of fake tools and their call log."""
 
@@ -180,6 +181,7 @@ class Host(object):
         for entry in result['files']:
             if entry.get('after_commands'):
                 atomic_write(self.path(entry['path']), entry['after'])
+
 
 def sh_value(host, target, var='GRUB_CMDLINE_LINUX'):
     """What /bin/sh sees in ``var`` after sourcing ``target`` (independent of the parser)."""
@@ -851,8 +853,8 @@ def test_grubby_plan_equals_what_each_release_leaves_on_disk(host, version, grub
     grubby_argv = [c for c in result['commands'] if os.path.basename(c[0]) == 'grubby']
     assert len(grubby_argv) == 1
     # --no-etc-grub-update where the release has it (8.40-39 on), and last (its double shift)
-    assert (grubby_argv[0][-1] == '--no-etc-grub-update') == (version not in ('8.40-34.el8', '8.40-37.el8',
-                                                                               '8.40-38.el8'))
+    without = ('8.40-34.el8', '8.40-37.el8', '8.40-38.el8')
+    assert (grubby_argv[0][-1] == '--no-etc-grub-update') == (version not in without)
     host.apply(result)
     plan_matches_disk(host, result)
     assert host.read(GRUB_DEFAULT_PATH) == bl.edit_grub_default(

@@ -231,8 +231,8 @@ def test_normalise_takes_ascii_digits_only():
 
 
 def test_a_device_that_does_not_resolve_is_refused_naming_it():
-    errors = compliance.validate(compliant(), INTENT, resolved(devices={NVME_LINK: None},
-                                                                device_errors={NVME_LINK: 'no such device'}))
+    unresolved = resolved(devices={NVME_LINK: None}, device_errors={NVME_LINK: 'no such device'})
+    errors = compliance.validate(compliant(), INTENT, unresolved)
     assert errors == ['aem_tuning_devices: %s is not a block device on this host (no such device): correct or '
                       'remove it.' % NVME_LINK]
 

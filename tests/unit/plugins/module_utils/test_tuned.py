@@ -1133,7 +1133,7 @@ def test_post_loaded_profile_is_merged_after_the_list_from_2_14(bare, version, m
     if merged:
         assert vm['options']['transparent_hugepages'] == 'always'
         assert thp_conflicts(plan) == [{'profile': 'site-thp', 'section': 'vm', 'option': 'transparent_hugepages',
-                                      'value': 'always', 'ours': 'never', 'winner': 'site-thp'}]
+                                        'value': 'always', 'ours': 'never', 'winner': 'site-thp'}]
     else:
         assert vm['options']['transparent_hugepages'] == 'never'
         assert thp_conflicts(plan) == []

@@ -530,8 +530,8 @@ def test_tuned_override_writes_and_activates_the_child_profile(env):
 def test_tuned_override_with_tuned_running_switches_with_tuned_adm(env):
     env.with_tuned('virtual-guest', running=True)
     env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
-    assert env.tools.ran('tuned-adm', 'profile') == [['/usr/sbin/tuned-adm', 'profile', 'virtual-guest',
-                                                       tuned.CHILD_PROFILE]]
+    assert env.tools.ran('tuned-adm', 'profile') == [
+        ['/usr/sbin/tuned-adm', 'profile', 'virtual-guest', tuned.CHILD_PROFILE]]
     assert tuned.active_profiles(env.root) == ['virtual-guest', tuned.CHILD_PROFILE]
 
 
