@@ -465,7 +465,7 @@ def plan(root, path, values=DEFAULT_SWEEP, readers=DEFAULT_READERS, duration=DEF
     recommend([{'read_ahead_kb': 0, 'reads': 1, 'reads_per_s': 1.0}], None, tolerance_pct)  # checks the tolerance
     largest = max(values)
     base = probe.plan(root, path, size_mb=size_mb, record_kb=RECORD_MAX_KB, reads=1, method='mmap',
-                      timeout=max(timeout, 1), seed=seed, statvfs=statvfs)
+                      timeout=max(timeout, 1), seed=seed, statvfs=statvfs, cap_read_ahead_kb=0)
     device = base['device']
     if base['read_ahead_kb'] is None:
         raise SweepError('%s has no readable queue/read_ahead_kb, so there is nothing to sweep.' % device)
@@ -858,7 +858,7 @@ def _raise_after_restore(error, restore_error, results, restored, the_plan, orig
                          results=results, restored=restored, timed_out='timeout' in str(error))
     if isinstance(error, (SweepInterrupted, KeyboardInterrupt)):
         raise SweepError('the sweep was interrupted (%s) after %d of %d values; %s was restored to read_ahead_kb=%d.'
-                         % (error or type(error).__name__, len(results), len(the_plan['sweep']),
+                         % (str(error) or type(error).__name__, len(results), len(the_plan['sweep']),
                             the_plan['device'], original), results=results, restored=restored)
     if isinstance(error, (IOError, OSError, blockdev.BlockDeviceError)):
         raise SweepError('the sweep failed after %d of %d values: %s. %s was restored to read_ahead_kb=%d and the '
