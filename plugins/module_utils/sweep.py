@@ -611,12 +611,29 @@ class SharedMapping(object):
             self.py_map = None
 
 
+# While reader threads run, a signal must not raise in the main thread: CPython's Thread.join
+# interrupted by an exception may mark a still running thread as stopped (the bpo-45274 fix
+# releases the thread's state lock when it is held), and the mapping would then be unmapped
+# under a thread that still reads it. So the handler of terminate_as_exception() only records
+# the signal and stops the readers there, and thread_runner raises once they are joined.
+_SIGNALS = {'critical': 0, 'pending': None, 'stops': []}
+
+
+def _interrupt(signum, frame):
+    if _SIGNALS['critical']:
+        _SIGNALS['pending'] = signum
+        for stop in _SIGNALS['stops']:
+            stop.set()
+        return
+    raise SweepInterrupted('signal %d' % signum)
+
+
 def thread_runner(make_reader, shares, clock, deadline):
     """Run one thread per share; each reads its records until done or ``deadline``.
 
     Returns (latencies per reader in s, bytes asked per reader, error or None). The threads
-    are always joined before returning (also on an exception in the caller's thread), so the
-    mapping may be closed afterwards.
+    are always joined before returning, so the mapping may be closed afterwards; a signal
+    that arrived meanwhile (see terminate_as_exception) is raised as SweepInterrupted then.
     """
     stop = threading.Event()
     lat = [[] for _ in shares]
@@ -642,17 +659,25 @@ def thread_runner(make_reader, shares, clock, deadline):
             stop.set()
 
     threads = [threading.Thread(target=work, args=(i, s)) for i, s in enumerate(shares)]
-    for t in threads:
-        t.daemon = True
-        t.start()
+    _SIGNALS['critical'] += 1
+    _SIGNALS['stops'].append(stop)
     try:
         for t in threads:
+            t.daemon = True
+            t.start()
+        for t in threads:
             while t.is_alive():
-                t.join(0.05)  # a timed join lets signal handlers run in the main thread (Python 2.7)
+                t.join(0.05)
     finally:
         stop.set()
         for t in threads:
-            t.join()
+            while t.is_alive():
+                t.join(0.05)
+        _SIGNALS['stops'].remove(stop)
+        _SIGNALS['critical'] -= 1
+    pending, _SIGNALS['pending'] = _SIGNALS['pending'], None
+    if pending is not None and not _SIGNALS['critical']:
+        raise SweepInterrupted('signal %d' % pending)
     return lat, asked, (errors[0] if errors else None)
 
 
@@ -953,15 +978,15 @@ def table(results):
 
 
 @contextlib.contextmanager
-def terminate_as_exception(signals=(signal.SIGTERM, signal.SIGHUP)):
-    """Within the block, SIGTERM and SIGHUP raise SweepInterrupted, so ``finally`` restores the device."""
-    def handler(signum, frame):
-        raise SweepInterrupted('signal %d' % signum)
+def terminate_as_exception(signals=(signal.SIGTERM, signal.SIGHUP, signal.SIGINT)):
+    """Within the block, SIGTERM, SIGHUP and SIGINT raise SweepInterrupted, so ``finally`` restores the device.
 
+    While reader threads run the signal is held until they are joined (see thread_runner).
+    """
     saved = []
     for signum in signals:
         try:
-            saved.append((signum, signal.signal(signum, handler)))
+            saved.append((signum, signal.signal(signum, _interrupt)))
         except (ValueError, OSError, RuntimeError):  # not the main thread
             pass
     try:

@@ -626,6 +626,30 @@ def test_terminate_as_exception_raises_and_restores_the_handler():
     assert signal.getsignal(signal.SIGTERM) == old
 
 
+def test_a_signal_during_the_reads_is_raised_once_the_readers_are_joined():
+    """Raising in the main thread's Thread.join could leave a reader running over an unmapped mapping."""
+    calls = []
+
+    def make_reader():
+        def read(offset, length):
+            if not calls:
+                os.kill(os.getpid(), signal.SIGTERM)
+            calls.append(offset)
+            return length
+        return read
+
+    shares = [[(i * 16 * KIB, 8 * KIB)] * 2000 for i in range(4)]
+    before = threading.active_count()
+    with pytest.raises(sweep.SweepInterrupted) as exc:
+        with sweep.terminate_as_exception():
+            sweep.thread_runner(make_reader, shares, probe._default_clock(), float('inf'))
+    assert 'signal %d' % signal.SIGTERM in str(exc.value)
+    assert threading.active_count() == before
+    done = len(calls)
+    assert done == len(calls)            # nothing reads any more
+    assert sweep._SIGNALS == {'critical': 0, 'pending': None, 'stops': []}
+
+
 def test_thread_runner_reads_every_share():
     shares = [[(i * 16 * KIB, 8 * KIB)] * 5 for i in range(3)]
     lat, asked, error = sweep.thread_runner(lambda: (lambda offset, length: length), shares,
