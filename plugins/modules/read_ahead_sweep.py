@@ -24,17 +24,17 @@ description:
     its start in O(sequential_block_kb) reads for at most O(duration) seconds, as a backup, a tar compaction or
     an index rebuild reads (MiB/s).
   - Before each phase the file's pages, and only them, are evicted with C(posix_fadvise(POSIX_FADV_DONTNEED)).
-    The global page cache is never dropped. The random reads stop early when they would pull more than 25% of the
-    file at the value measured (RV(results[].budget_reached)), so that read-ahead, not the file size, bounds the
-    amplification.
-  - Recommends the largest value whose random reads/s stay within O(tolerance_pct) (5%) of the best measured:
+    The global page cache is never dropped. The random reads go in rounds that pull at most 25% of the file at
+    the value measured; when a round ends before the time is up, the file is evicted again and the next round
+    starts cold (C(rounds) in RV(results)), so that read-ahead, not the file size, bounds the amplification.
+  - Recommends the largest value whose random reads/s stay within O(tolerance_pct) (5%) of the best measured, so that
     sequential work keeps the largest window that does not cost the random reads, which stay bound by the
     volume's IOPS and not by its throughput. RV(why) names the numbers, with the volume's caps from
     O(volume_type).
   - B(Touches the live device) for about O(sweep) times 2 x O(duration) seconds plus the time to write the file.
     The device's original value is recorded first and restored on every way out; see the notes for how a run
     left half-done is recovered. Run it with AEM stopped or idle; other I/O on the device makes the figures noisy
-    (RV(results[].noisy)) and noisy values are left out of the recommendation while a clean one remains.
+    (C(noisy) in RV(results)) and noisy values are left out of the recommendation while a clean one remains.
   - Returns C(changed=false) as the device ends where it started; C(changed=true) only when it restored the value
     a killed earlier run left behind.
 author:
@@ -267,7 +267,7 @@ lock_file:
 results:
   description: >-
     One entry per value measured, in sweep order, also on failure (those measured before it). Keys
-    C(read_ahead_kb); the random phase C(reads), C(reads_per_s), C(budget_reached), C(elapsed_s), C(asked_bytes),
+    C(read_ahead_kb); the random phase C(reads), C(reads_per_s), C(rounds), C(elapsed_s), C(asked_bytes),
     C(device_read_bytes), C(device_read_ios), C(device_mib_s), C(device_iops), C(read_amplification) (device bytes
     per byte asked for), C(page_cache_amplification) (by mincore, noise-free), C(latency) (C(mean_ms), C(p50_ms),
     C(p99_ms), C(max_ms)), C(concurrent), C(noisy), C(noise_reason), C(bound) (C(iops) or C(throughput) when the
