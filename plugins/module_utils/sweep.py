@@ -857,7 +857,10 @@ def run(the_plan, hooks=None, pid=None):
     result.update({'measured': True, 'results': results, 'recovered': recovered, 'original_kb': original,
                    'restored': True, 'restored_kb': blockdev.read_ahead_kb(root, device),
                    'elapsed_s': round(clock() - start, 3), 'changed': bool(recovered and recovered['changed'])})
-    result.update(recommend(results, the_plan['caps'], the_plan['tolerance_pct']))
+    try:
+        result.update(recommend(results, the_plan['caps'], the_plan['tolerance_pct']))
+    except SweepError as e:  # the device is back already; keep what was measured
+        raise SweepError(str(e), results=results, restored=True)
     result['warnings'] = _warnings(result)
     result['table'] = table(results)
     return result

@@ -22,7 +22,9 @@
 # was left behind.
 #
 # Environment:
-#   PYTHON=path             Python with ansible-core (default .venv/bin/python, else python3)
+#   PYTHON=path             Python that runs the module (default .venv/bin/python, else python3)
+#   EXTRA_PYTHONPATH=dirs   added to its PYTHONPATH, e.g. a directory holding an "ansible" link to
+#                           ansible-core 2.16's package, for a Python 2.7 or 3.6 without ansible
 #   ANSIBLE_COLLECTIONS_PATH where aemops.os_tuning is found (default .collections, else a
 #                           temporary link to this checkout)
 #   SWEEP_TAG=tag           tag for what the run creates (default random)
@@ -68,6 +70,8 @@ if [ -z "${ANSIBLE_COLLECTIONS_PATH:-}" ]; then
 	fi
 fi
 module=ansible_collections.aemops.os_tuning.plugins.modules.read_ahead_sweep
+pypath=$ANSIBLE_COLLECTIONS_PATH${EXTRA_PYTHONPATH:+:$EXTRA_PYTHONPATH}
+json_python=$(command -v python3 || echo "$python")   # reads the results, whatever Python runs the module
 
 cleanup() {
 	trap - EXIT INT TERM
@@ -114,14 +118,14 @@ args() {
 		"$work/mnt" "$1" >"$work/args.json"
 }
 run_module() { # output file; runs in the foreground
-	PYTHONPATH=$ANSIBLE_COLLECTIONS_PATH "$python" -m "$module" "$work/args.json" >"$1" 2>"$1.err"
+	PYTHONPATH=$pypath "$python" -m "$module" "$work/args.json" >"$1" 2>"$1.err"
 }
 start_module() { # output file; runs in the background, pid in $bg
-	PYTHONPATH=$ANSIBLE_COLLECTIONS_PATH "$python" -m "$module" "$work/args.json" >"$1" 2>"$1.err" &
+	PYTHONPATH=$pypath "$python" -m "$module" "$work/args.json" >"$1" 2>"$1.err" &
 	bg=$!
 }
 field() { # file expression: print a field of the module's JSON result
-	"$python" -c 'import json, sys; r = json.load(open(sys.argv[1])); print(eval(sys.argv[2], {"r": r}))' "$1" "$2" 2>/dev/null
+	"$json_python" -c 'import json, sys; r = json.load(open(sys.argv[1])); print(eval(sys.argv[2], {"r": r}))' "$1" "$2" 2>/dev/null
 }
 wait_swept() { # until the running sweep has changed the device (or 60 s)
 	local i
@@ -217,7 +221,7 @@ kill_mid_sweep() { # case name; leaves the device half-done
 		return 1
 	fi
 	local recorded
-	recorded=$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["pid"])' "$state")
+	recorded=$("$json_python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["pid"])' "$state")
 	[ "$recorded" = "$bg" ] || say "note: the state file names pid $recorded, the module runs as $bg"
 	kill -KILL "$bg"
 	wait "$bg" 2>/dev/null
@@ -225,7 +229,7 @@ kill_mid_sweep() { # case name; leaves the device half-done
 	local left
 	left=$(ra_now)
 	if [ "$left" != "$original" ] && [ -e "$state" ] &&
-		[ "$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["original_kb"])' "$state")" = "$original" ]; then
+		[ "$("$json_python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["original_kb"])' "$state")" = "$original" ]; then
 		ok "$1: killed mid-sweep, left at $left KiB with the state file recording $original"
 	else
 		bad "$1: after SIGKILL read_ahead_kb=$left, state file $( [ -e "$state" ] && cat "$state" || echo absent)"
