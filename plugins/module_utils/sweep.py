@@ -544,7 +544,7 @@ def record_plan(seed, size_bytes, count):
     offsets = probe.random_offsets(seed, size_bytes, RECORD_MAX_KB * KIB, count)
     rng = random.Random(seed + 1)
     sizes = [(RECORD_MIN_KB + 4 * int(rng.random() * ((RECORD_MAX_KB - RECORD_MIN_KB) // 4 + 1))) * KIB
-             for _ in offsets]
+             for offset in offsets]
     return list(zip(offsets, sizes))
 
 
@@ -636,7 +636,7 @@ def thread_runner(make_reader, shares, clock, deadline):
     that arrived meanwhile (see terminate_as_exception) is raised as SweepInterrupted then.
     """
     stop = threading.Event()
-    lat = [[] for _ in shares]
+    lat = [[] for share in shares]
     asked = [0] * len(shares)
     errors = []
 
@@ -675,9 +675,10 @@ def thread_runner(make_reader, shares, clock, deadline):
                 t.join(0.05)
         _SIGNALS['stops'].remove(stop)
         _SIGNALS['critical'] -= 1
-    pending, _SIGNALS['pending'] = _SIGNALS['pending'], None
+    pending = _SIGNALS['pending']
     if pending is not None and not _SIGNALS['critical']:
-        raise SweepInterrupted('signal %d' % pending)
+        _SIGNALS['pending'] = None
+        raise SweepInterrupted('signal %s' % pending)
     return lat, asked, (errors[0] if errors else None)
 
 

@@ -151,9 +151,9 @@ def serial_runner(make_reader, shares, clock, deadline):
     return lat, asked, None
 
 
-def make_plan(host, values=VALUES, duration=1, size_mb=4, timeout=60, caps=GP3, readers=4, **kwargs):
+def make_plan(host, values=tuple(VALUES), duration=1, size_mb=4, timeout=60, caps=None, readers=4, **kwargs):
     return sweep.plan(host.root, REPO, values=values, readers=readers, duration=duration, size_mb=size_mb,
-                      timeout=timeout, caps=caps, **kwargs)
+                      timeout=timeout, caps=caps or GP3, **kwargs)
 
 
 def state_file(host):
@@ -337,9 +337,9 @@ def test_plan_refuses_a_read_only_sys(host, monkeypatch):
 def test_record_plan_and_deal():
     records = sweep.record_plan(7, 4 * MIB, 64)
     assert records == sweep.record_plan(7, 4 * MIB, 64)
-    assert len(set(o for o, _ in records)) == 64
+    assert len(set(o for o, n in records)) == 64
     assert all(o % (16 * KIB) == 0 and o + n <= 4 * MIB for o, n in records)
-    assert set(n for _, n in records) == set([8 * KIB, 12 * KIB, 16 * KIB])
+    assert set(n for o, n in records) == set([8 * KIB, 12 * KIB, 16 * KIB])
     shares = sweep.deal(records, 4)
     assert [len(s) for s in shares] == [16, 16, 16, 16]
     assert shares[1][0] == records[1] and shares[0][1] == records[4]
@@ -620,8 +620,8 @@ def test_terminate_as_exception_raises_and_restores_the_handler():
     with pytest.raises(sweep.SweepInterrupted) as exc:
         with sweep.terminate_as_exception():
             os.kill(os.getpid(), signal.SIGTERM)
-            for _ in range(1000):      # the handler runs between bytecodes
-                pass
+            for step in range(1000):      # the handler runs between bytecodes
+                assert step < 1000
     assert 'signal %d' % signal.SIGTERM in str(exc.value)
     assert signal.getsignal(signal.SIGTERM) == old
 
