@@ -562,8 +562,11 @@ def _not_block_backed(path, error):
 
 
 def plan(root, path, size_mb=DEFAULT_SIZE_MB, record_kb=DEFAULT_RECORD_KB, reads=DEFAULT_READS, method='mmap',
-         timeout=DEFAULT_TIMEOUT, seed=DEFAULT_SEED, statvfs=None):
+         timeout=DEFAULT_TIMEOUT, seed=DEFAULT_SEED, statvfs=None, cap_read_ahead_kb=None):
     """Check everything that can be checked without writing and return the plan (a dict).
+
+    The reads are capped for the device's current read-ahead, or for ``cap_read_ahead_kb``
+    when given (the read-ahead sweep caps its reads for each value it sets).
 
     Raises ProbeError for a missing path, a path that is not a directory, not writable, on a
     read-only mount or on a filesystem without a block device, for short free space and bad
@@ -595,7 +598,7 @@ def plan(root, path, size_mb=DEFAULT_SIZE_MB, record_kb=DEFAULT_RECORD_KB, reads
     read_stat(root, name)  # the counters must be readable before anything is written
     size_bytes = size_mb * MIB
     record_bytes = record_kb * KIB
-    cap = sparse_cap(reads, size_bytes, record_bytes, ra_kb)
+    cap = sparse_cap(reads, size_bytes, record_bytes, ra_kb if cap_read_ahead_kb is None else cap_read_ahead_kb)
     free = check_space(directory, size_bytes, statvfs, shown=path)
     return {
         'root': root,

@@ -112,6 +112,8 @@ attributes:
     support: none
 seealso:
   - module: aemops.os_tuning.read_ahead
+  - module: aemops.os_tuning.read_ahead_sweep
+    description: Sets each candidate read-ahead in turn, measures random and sequential reads, and recommends one.
   - name: Kernel block layer statistics
     description: The fields of C(/sys/block/<dev>/stat).
     link: https://www.kernel.org/doc/Documentation/block/stat.rst

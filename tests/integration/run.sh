@@ -152,6 +152,7 @@ start=$(date +%s)
 cd "$root" || exit 2
 "$playbook_bin" "${common[@]}" "$here/read_ahead.yml" "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
+[ "$local_run" = 1 ] && { "$here/sweep.sh" || status=1; }  # read_ahead_sweep on its own loop device (local only)
 finished=1
 elapsed=$(($(date +%s) - start))
 

@@ -333,6 +333,17 @@ def test_plan_on_lv(host):
     assert scratch_files(host.path(REPO)) == []
 
 
+def test_plan_caps_for_another_read_ahead_when_asked(host):
+    """The read-ahead sweep caps its reads per value it sets, not for the device's current value."""
+    host.write(DM0 + '/queue/read_ahead_kb', '4096\n')
+    assert probe.plan(host.root, REPO)['reads_planned'] == 16
+    the_plan = probe.plan(host.root, REPO, cap_read_ahead_kb=0)
+    assert the_plan['read_ahead_kb'] == 4096 and the_plan['reads_planned'] == 2000
+    with pytest.raises(probe.ProbeError):
+        probe.plan(host.root, REPO, size_mb=8)       # 4 MiB at 4096 KiB is more than 25% of 8 MiB
+    assert probe.plan(host.root, REPO, size_mb=8, cap_read_ahead_kb=32)['reads_planned'] == 64
+
+
 def test_plan_on_partition_counts_the_partition_and_reads_ahead_by_the_disk(host):
     host.mkdir('/var/aem')
     the_plan = probe.plan(host.root, '/var/aem', size_mb=256)

@@ -1,0 +1,414 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r'''
+---
+module: read_ahead_sweep
+short_description: Measure candidate read-ahead values on the live device and recommend one
+version_added: 0.2.0
+description:
+  - For each value of O(sweep), sets the C(read_ahead_kb) of the device that governs O(path) (the C(dm-N) device
+    for an LVM volume, the whole disk for a partition; the device M(aemops.os_tuning.io_probe) reports), and
+    measures on a scratch file of O(size_mb) in O(path) (random data, unlinked at once, as in
+    M(aemops.os_tuning.io_probe))
+    the random side, O(readers) threads reading random 8, 12 and 16 KiB records through one shared memory mapping
+    of the file for O(duration) seconds as Oak TarMK's threads do (reads/s, latency p50 and p99, the device's
+    bytes, I/Os, MiB/s and IOPS, the read amplification), and the sequential side, a read of the cold file from
+    its start in O(sequential_block_kb) reads for at most O(duration) seconds, as a backup, a tar compaction or
+    an index rebuild reads (MiB/s).
+  - Before each phase the file's pages, and only them, are evicted with C(posix_fadvise(POSIX_FADV_DONTNEED)).
+    The global page cache is never dropped. The random reads go in rounds that pull at most 25% of the file at
+    the value measured; when a round ends before the time is up, the file is evicted again and the next round
+    starts cold (C(rounds) in RV(results)), so that read-ahead, not the file size, bounds the amplification.
+  - Recommends the largest value whose random reads/s stay within O(tolerance_pct) (5%) of the best measured, so that
+    sequential work keeps the largest window that does not cost the random reads, which stay bound by the
+    volume's IOPS and not by its throughput. RV(why) names the numbers, with the volume's caps from
+    O(volume_type).
+  - B(Touches the live device) for about O(sweep) times 2 x O(duration) seconds plus the time to write the file.
+    The device's original value is recorded first and restored on every way out; see the notes for how a run
+    left half-done is recovered. Run it with AEM stopped or idle; other I/O on the device makes the figures noisy
+    (C(noisy) in RV(results)) and noisy values are left out of the recommendation while a clean one remains.
+  - Returns C(changed=false) as the device ends where it started; C(changed=true) only when it restored the value
+    a killed earlier run left behind.
+author:
+  - aemops.os_tuning contributors (@aemops)
+options:
+  path:
+    description:
+      - An existing, writable directory on the filesystem to measure, for example the AEM segment store. The
+        scratch file is created here.
+    type: path
+    required: true
+  sweep:
+    description:
+      - The C(read_ahead_kb) values to measure, in this order. Multiples of the page size (4 KiB) from 0 to 65536,
+        each once, at most 32.
+    type: list
+    elements: int
+    default: [4096, 1024, 256, 128, 64, 32, 16, 8]
+  readers:
+    description:
+      - Concurrent reader threads of the random phase, 1 to 64.
+    type: int
+    default: 4
+  duration:
+    description:
+      - Seconds of each phase (random, sequential) per value, at least 1.
+    type: int
+    default: 5
+  size_mb:
+    description:
+      - Size of the scratch file in MiB; the filesystem needs this plus 10% free. It must hold 4 reads at the
+        largest value of O(sweep) within 25% of the file (16 MiB at 4096 KiB). Larger files allow more random reads
+        at large values. Writing it costs the device O(size_mb) once.
+    type: int
+    default: 1024
+  sequential_block_kb:
+    description:
+      - Size of each C(read(2)) of the sequential phase in KiB, a multiple of 4. Small, so that read-ahead and not
+        the request size decides how much the device reads at once (the kernel may read up to the request size).
+    type: int
+    default: 8
+  timeout:
+    description:
+      - Seconds for the whole sweep, at least the number of values times O(duration). When it is up the sweep
+        stops, restores the device and fails with the values measured so far in RV(results).
+    type: int
+    default: 900
+  seed:
+    description:
+      - Seed of the random offsets; value number N of the sweep uses O(seed) + N.
+    type: int
+    default: 4242
+  volume_type:
+    description:
+      - The volume's type, for its caps in RV(caps) and RV(why) (AWS, Amazon EBS User Guide, "Amazon EBS volume
+        types").
+      - V(gp3) 3,000 IOPS and 125 MiB/s unless provisioned higher (up to 16,000 IOPS and 1,000 MiB/s; give
+        O(iops) and O(throughput_mibps)).
+      - V(gp2) 3 IOPS per GiB, at least 100, at most 16,000, bursting to 3,000 IOPS below 1,000 GiB while I/O
+        credits last; 128 MiB/s up to 170 GiB, 250 MiB/s from 334 GiB (in between 250 MiB/s with burst credits).
+        Needs O(volume_size_gb).
+      - V(io1) the provisioned O(iops) (100 to 64,000, at most 50 per GiB), up to 1,000 MiB/s.
+      - V(io2) the provisioned O(iops) (100 to 256,000 on Nitro, at most 1,000 per GiB), up to 4,000 MiB/s
+        (io2 Block Express).
+      - V(custom) the given O(iops) and O(throughput_mibps), for any other device or an emulated cap.
+    type: str
+    choices: [gp2, gp3, io1, io2, custom]
+    default: gp3
+  volume_size_gb:
+    description:
+      - Size of a V(gp2) volume in GiB, from which its caps follow.
+    type: int
+  iops:
+    description:
+      - The volume's IOPS cap, overriding the type's default; required for V(io1), V(io2) and V(custom).
+    type: int
+  throughput_mibps:
+    description:
+      - The volume's throughput cap in MiB/s, overriding the type's default; required for V(custom).
+    type: float
+  tolerance_pct:
+    description:
+      - How far below the best random reads/s, in percent, a larger value may be and still be recommended.
+    type: float
+    default: 5.0
+  recover:
+    description:
+      - Only recover. Restore the C(read_ahead_kb) a killed sweep left on the device of O(path) from its state
+        file, and measure nothing. A normal run does this first anyway.
+    type: bool
+    default: false
+notes:
+  - B(How a run left half-done is recovered.) Before the first change the sweep takes an exclusive C(flock) on
+    C(/run/aemops-os-tuning/read-ahead-sweep-<device>.lock) (another sweep of the same device is refused while it
+    holds it) and writes C(/run/aemops-os-tuning/read-ahead-sweep-<device>.json) atomically (temporary file,
+    fsync, rename), with the original value, the device number, the pid and the boot id. On success, on failure,
+    on timeout, on SIGTERM, SIGHUP and SIGINT the original value is written back in a C(finally) and read back,
+    and only then the state file is removed. SIGKILL cannot be caught; it leaves the state file, and the kernel
+    releases the dead process's lock. The next sweep of that device, or a call with O(recover=true), finds the
+    state file with the lock free, restores the recorded value and removes the file (RV(recovered)). A state file
+    from an earlier boot, or of a device number that changed, is removed without writing (C(/run) is a tmpfs, so
+    a reboot normally clears it, and a reboot resets read-ahead anyway). If a restore itself fails the state file
+    stays and the module fails naming the value to set by hand.
+  - Check mode writes nothing, not even the lock or the state file. It checks the path, the device, its
+    writability, the free space and the options, and says what the sweep, and a recovery, would do.
+  - Needs root (C(become=true)) to write C(read_ahead_kb); fails before any change without it, or where C(/sys) is
+    read-only (a container).
+  - The reader threads copy from the mapping with C(ctypes.memmove), which releases the Python GIL, so their page
+    faults run concurrently. Where libc cannot be reached through ctypes the reads use Python's mmap and are
+    serialised, and the module warns.
+  - Runs on the target's Python 2.7 (RHEL 7), 3.6 (RHEL 8 platform-python) and newer.
+attributes:
+  check_mode:
+    description: Can run in check mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
+    support: none
+seealso:
+  - module: aemops.os_tuning.io_probe
+  - module: aemops.os_tuning.read_ahead
+  - name: Amazon EBS volume types
+    description: The IOPS and throughput of gp2, gp3, io1 and io2 volumes (Amazon EBS User Guide).
+    link: https://docs.aws.amazon.com/ebs/latest/userguide/ebs-volume-types.html
+'''
+
+EXAMPLES = r'''
+- name: Sweep read-ahead on the segment store's device (AEM stopped), gp3 baseline caps
+  aemops.os_tuning.read_ahead_sweep:
+    path: /opt/aem/crx-quickstart/repository/segmentstore
+  become: true
+  register: sweep
+
+- name: Show the trade-off and the recommendation
+  ansible.builtin.debug:
+    msg: "{{ sweep.table + [sweep.why] }}"
+
+- name: Apply the recommendation
+  aemops.os_tuning.read_ahead:
+    paths: [/opt/aem/crx-quickstart/repository]
+    read_ahead_kb: "{{ sweep.recommended_kb }}"
+  become: true
+
+- name: A shorter sweep on a provisioned io2 volume
+  aemops.os_tuning.read_ahead_sweep:
+    path: /srv/aem
+    sweep: [256, 128, 64, 32, 16]
+    readers: 8
+    duration: 3
+    volume_type: io2
+    iops: 16000
+  become: true
+
+- name: After a sweep was killed (SIGKILL, a lost connection), put the original read-ahead back
+  aemops.os_tuning.read_ahead_sweep:
+    path: /opt/aem/crx-quickstart/repository/segmentstore
+    recover: true
+  become: true
+'''
+
+RETURN = r'''
+msg:
+  description: In check mode and with O(recover=true), what was or would be done.
+  returned: check mode, recover
+  type: str
+measured:
+  description: Whether anything was measured.
+  returned: always
+  type: bool
+directory:
+  description: O(path).
+  returned: success, not recover
+  type: str
+device:
+  description: The governing device whose C(read_ahead_kb) was swept.
+  returned: always
+  type: str
+  sample: dm-0
+stat_device:
+  description: The device whose I/O counters were read (a partition counts its own I/O).
+  returned: success, not recover
+  type: str
+mount_point:
+  description: Mount point of the filesystem of O(path).
+  returned: success, not recover
+  type: str
+fstype:
+  description: Its filesystem type.
+  returned: success, not recover
+  type: str
+original_kb:
+  description: The device's C(read_ahead_kb) before the sweep, recorded before the first change.
+  returned: success, not recover
+  type: int
+  sample: 4096
+restored:
+  description: Whether the original value is back on the device (also returned on failure).
+  returned: success, failure after the first change
+  type: bool
+restored_kb:
+  description: The device's C(read_ahead_kb) read back after the restore.
+  returned: success and not check mode, not recover
+  type: int
+recovered:
+  description: >-
+    What was done with the state file of an earlier run found first: C(action) (C(restore), or C(discard) for a
+    file from another boot or device), C(reason), C(original_kb), C(found_kb) (the value it had left) and
+    C(changed). Null when there was none.
+  returned: always except on failure
+  type: dict
+sweep:
+  description: O(sweep).
+  returned: success, not recover
+  type: list
+  elements: int
+caps:
+  description: The volume's caps used, C(type), C(iops), C(mib_s) and C(basis).
+  returned: success, not recover
+  type: dict
+  sample: {type: gp3, iops: 3000, mib_s: 125.0, basis: gp3 baseline}
+state_file:
+  description: The state file that records the original value while the sweep runs.
+  returned: always except on failure
+  type: str
+  sample: /run/aemops-os-tuning/read-ahead-sweep-dm-0.json
+lock_file:
+  description: The lock file that keeps a second sweep of the device out.
+  returned: success, not recover
+  type: str
+results:
+  description: >-
+    One entry per value measured, in sweep order, also on failure (those measured before it). Keys
+    C(read_ahead_kb); the random phase C(reads), C(reads_per_s), C(rounds), C(elapsed_s), C(asked_bytes),
+    C(device_read_bytes), C(device_read_ios), C(device_mib_s), C(device_iops), C(read_amplification) (device bytes
+    per byte asked for), C(page_cache_amplification) (by mincore, noise-free), C(latency) (C(mean_ms), C(p50_ms),
+    C(p99_ms), C(max_ms)), C(concurrent), C(noisy), C(noise_reason), C(bound) (C(iops) or C(throughput) when the
+    device ran at 90% of that cap, else C(none)); the sequential phase C(seq_bytes), C(seq_elapsed_s),
+    C(seq_mib_s), C(seq_device_read_bytes), C(seq_whole_file).
+  returned: always
+  type: list
+  elements: dict
+table:
+  description: One line per value with the trade-off in numbers.
+  returned: success and not check mode, not recover
+  type: list
+  elements: str
+  sample:
+    - " 4096 KiB: 31.0 reads/s, amplification 326.1x, device 124.9 MiB/s 250 IOPS, p50 120.1 ms, p99 160.2 ms, sequential 124.8 MiB/s"
+    - "   32 KiB: 2950.4 reads/s, amplification 2.7x, device 92.0 MiB/s 2946 IOPS, p50 1.2 ms, p99 3.1 ms, sequential 88.0 MiB/s"
+recommended_kb:
+  description: The largest value whose random reads/s are within O(tolerance_pct) of the best.
+  returned: success and not check mode, not recover
+  type: int
+  sample: 64
+why:
+  description: One line naming the numbers behind RV(recommended_kb).
+  returned: success and not check mode, not recover
+  type: str
+  sample: >-
+    64 KiB: the largest read-ahead whose random reads/s (2890.0) stay within 5% of the best (2950.4 at 32 KiB,
+    threshold 2802.9); sequential 118.0 MiB/s (21.0 at 8 KiB); amplification 5.1x; device 2890 IOPS, 112.4 MiB/s
+    against the gp3 caps 3000 IOPS, 125 MiB/s (IOPS-bound).
+best_kb:
+  description: The value with the most random reads/s.
+  returned: success and not check mode, not recover
+  type: int
+best_reads_per_s:
+  description: Its reads/s.
+  returned: success and not check mode, not recover
+  type: float
+threshold_reads_per_s:
+  description: The reads/s a value needed to be recommended.
+  returned: success and not check mode, not recover
+  type: float
+within_kb:
+  description: The values within the tolerance, largest first.
+  returned: success and not check mode, not recover
+  type: list
+  elements: int
+excluded_noisy_kb:
+  description: Noisy values left out of the recommendation.
+  returned: success and not check mode, not recover
+  type: list
+  elements: int
+elapsed_s:
+  description: Seconds the sweep took.
+  returned: success and not check mode, not recover
+  type: float
+timed_out:
+  description: Whether the sweep failed because O(timeout) was reached.
+  returned: failure
+  type: bool
+'''
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.aemops.os_tuning.plugins.module_utils import probe, sweep
+
+ROOT = '/'
+
+
+def run(module, root):
+    p = module.params
+    if p['recover']:
+        if module.check_mode:
+            return _check_recover(root, p['path'])
+        try:
+            result = sweep.recover_only(root, p['path'])
+        except probe.ProbeError as e:
+            module.fail_json(msg=str(e), changed=False)
+        result['measured'] = False
+        result['results'] = []
+        return result
+    try:
+        caps = sweep.volume_caps(p['volume_type'], p['volume_size_gb'], p['iops'], p['throughput_mibps'])
+        the_plan = sweep.plan(root, p['path'], values=p['sweep'], readers=p['readers'], duration=p['duration'],
+                              size_mb=p['size_mb'], sequential_block_kb=p['sequential_block_kb'],
+                              timeout=p['timeout'], seed=p['seed'], caps=caps, tolerance_pct=p['tolerance_pct'])
+        if module.check_mode:
+            result = sweep.check_mode_result(the_plan)
+        else:
+            with sweep.terminate_as_exception():
+                result = sweep.run(the_plan)
+    except sweep.SweepError as e:
+        module.fail_json(msg=str(e), changed=False, results=e.results, restored=e.restored, timed_out=e.timed_out)
+    except probe.ProbeError as e:
+        module.fail_json(msg=str(e), changed=False, results=[])
+    for warning in result.pop('warnings', []):
+        module.warn(warning)
+    result['directory'] = result.pop('path')
+    result.pop('largest_kb', None)
+    return result
+
+
+def _check_recover(root, path):
+    try:
+        name = sweep.blockdev.device_for_path(root, path)[0]
+    except sweep.blockdev.BlockDeviceError as e:
+        raise probe.ProbeError(str(e))
+    device = sweep.blockdev.whole_disk(root, name)
+    state_path = sweep.state_paths(root, device)[1]
+    found = sweep.recover(root, device, state_path, check_mode=True)
+    msg = ('no leftover sweep state for %s: nothing to recover.' % device if found is None else
+           'would %s the state file %s: %s; check mode changed nothing.' % (found['action'], state_path,
+                                                                            found['reason']))
+    return {'device': device, 'recovered': found, 'changed': bool(found and found['changed']),
+            'state_file': state_path, 'msg': msg, 'measured': False, 'results': []}
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type='path', required=True),
+            sweep=dict(type='list', elements='int', default=list(sweep.DEFAULT_SWEEP)),
+            readers=dict(type='int', default=sweep.DEFAULT_READERS),
+            duration=dict(type='int', default=sweep.DEFAULT_DURATION),
+            size_mb=dict(type='int', default=sweep.DEFAULT_SIZE_MB),
+            sequential_block_kb=dict(type='int', default=sweep.DEFAULT_SEQUENTIAL_BLOCK_KB),
+            timeout=dict(type='int', default=sweep.DEFAULT_TIMEOUT),
+            seed=dict(type='int', default=probe.DEFAULT_SEED),
+            volume_type=dict(type='str', choices=['gp2', 'gp3', 'io1', 'io2', 'custom'], default='gp3'),
+            volume_size_gb=dict(type='int'),
+            iops=dict(type='int'),
+            throughput_mibps=dict(type='float'),
+            tolerance_pct=dict(type='float', default=sweep.DEFAULT_TOLERANCE_PCT),
+            recover=dict(type='bool', default=False),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        result = run(module, ROOT)
+    except probe.ProbeError as e:
+        module.fail_json(msg=str(e), changed=False, results=[])
+    module.exit_json(**result)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,151 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Module-level tests for read_ahead_sweep, through main(), on a fake host.
+
+The measurement itself is simulated (test_sweep.py's Volume, a gp3-like volume with a fake
+clock); what is tested here is the argument handling, check mode, the results and errors
+main() returns, and the recovery call. The real kernel: tests/integration/sweep.sh.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import pytest
+
+from ansible.module_utils import basic
+from ansible_collections.aemops.os_tuning.plugins.module_utils import sweep
+from ansible_collections.aemops.os_tuning.plugins.modules import read_ahead_sweep
+from ansible_collections.aemops.os_tuning.tests.unit.plugins.module_utils.test_sweep import (
+    BOOT, DM0, REPO, Volume, killed_run, ra, stat_line, state_file)
+from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import run_module
+from fakehost import nitro_host, tree_checksum
+
+SMALL = {'path': REPO, 'sweep': [256, 64, 32, 8], 'duration': 1, 'size_mb': 4}
+
+
+@pytest.fixture
+def host(tmpdir, monkeypatch):
+    h = nitro_host(tmpdir)
+    h.write(DM0 + '/stat', stat_line(100, 8000))
+    h.write(h._devdir('nvme0n1') + '/stat', stat_line())
+    h.write(h._devdir('nvme0n1p1') + '/stat', stat_line())
+    h.write(sweep.BOOT_ID, BOOT + '\n')
+    monkeypatch.setattr(read_ahead_sweep, 'ROOT', h.root)
+    return h
+
+
+@pytest.fixture
+def simulated(host, monkeypatch):
+    """sweep.run with the simulated gp3 volume; returns what it saw."""
+    seen = {}
+    real_run = sweep.run
+
+    def fake_run(the_plan, hooks=None):
+        seen['plan'] = the_plan
+        vol = Volume(host, fail_at=seen.get('fail_at'))
+        return real_run(the_plan, vol.hooks())
+
+    monkeypatch.setattr(sweep, 'run', fake_run)
+    return seen
+
+
+@pytest.fixture
+def warnings(monkeypatch):
+    seen = []
+    monkeypatch.setattr(basic.AnsibleModule, 'warn', lambda self, msg: seen.append(msg))
+    return seen
+
+
+def test_check_mode_changes_nothing(host, monkeypatch):
+    def forbidden(*args, **kwargs):
+        raise AssertionError('check mode must not run the sweep')
+
+    monkeypatch.setattr(sweep, 'run', forbidden)
+    before = tree_checksum(host.root)
+    result = run_module(read_ahead_sweep.main, dict(SMALL, _ansible_check_mode=True))
+    assert tree_checksum(host.root) == before
+    assert result['changed'] is False and result['measured'] is False and result['results'] == []
+    assert result['device'] == 'dm-0' and result['original_kb'] == 4096 and result['directory'] == REPO
+    assert result['caps'] == {'type': 'gp3', 'iops': 3000, 'mib_s': 125.0, 'basis': 'gp3 baseline'}
+    assert 'would set dm-0 (read_ahead_kb=4096 now) to each of 256, 64, 32, 8 KiB' in result['msg']
+    assert 'recommended_kb' not in result
+
+
+def test_check_mode_predicts_a_recovery(host):
+    killed_run(host)
+    before = tree_checksum(host.root)
+    result = run_module(read_ahead_sweep.main, dict(SMALL, _ansible_check_mode=True))
+    assert tree_checksum(host.root) == before
+    assert result['changed'] is True and result['recovered']['action'] == 'restore'
+    check = run_module(read_ahead_sweep.main, {'path': REPO, 'recover': True, '_ansible_check_mode': True})
+    assert check['changed'] is True and 'would restore the state file' in check['msg']
+    assert tree_checksum(host.root) == before and ra(host) == 16
+
+
+def test_sweep_through_main(host, simulated, warnings):
+    result = run_module(read_ahead_sweep.main, dict(SMALL, readers=2, seed=7, volume_type='gp2', volume_size_gb=100))
+    the_plan = simulated['plan']
+    assert (the_plan['readers'], the_plan['seed'], the_plan['sweep']) == (2, 7, [256, 64, 32, 8])
+    assert result['caps']['type'] == 'gp2' and result['caps']['iops'] == 3000 and result['caps']['mib_s'] == 128.0
+    assert result['changed'] is False and result['measured'] is True
+    assert result['restored'] is True and ra(host) == 4096
+    assert result['recommended_kb'] == 32 and 'gp2 caps 3000 IOPS, 128 MiB/s' in result['why']
+    assert [r['read_ahead_kb'] for r in result['results']] == [256, 64, 32, 8]
+    assert len(result['table']) == 4
+    assert 'path' not in result and 'warnings' not in result and warnings == []
+
+
+def test_failure_returns_the_values_measured_and_restores(host, simulated):
+    simulated['fail_at'] = 32
+    result = run_module(read_ahead_sweep.main, SMALL, failed=True)
+    assert 'the sweep failed after 2 of 4 values' in result['msg']
+    assert result['restored'] is True and result['timed_out'] is False and ra(host) == 4096
+    assert [r['read_ahead_kb'] for r in result['results']] == [256, 64]
+    assert not os.path.exists(state_file(host))
+
+
+def test_a_killed_run_is_recovered_by_the_next_one(host, simulated, warnings):
+    killed_run(host)
+    result = run_module(read_ahead_sweep.main, SMALL)
+    assert result['changed'] is True and result['original_kb'] == 4096 and ra(host) == 4096
+    assert result['recovered']['found_kb'] == 16
+    assert any('restored dm-0 from 16 KiB to 4096 KiB first' in w for w in warnings)
+
+
+def test_recover_call(host):
+    killed_run(host)
+    result = run_module(read_ahead_sweep.main, {'path': REPO, 'recover': True})
+    assert result['changed'] is True and result['read_ahead_kb'] == 4096 and ra(host) == 4096
+    again = run_module(read_ahead_sweep.main, {'path': REPO, 'recover': True})
+    assert again['changed'] is False and 'nothing to recover' in again['msg']
+
+
+@pytest.mark.parametrize('args, words', [
+    ({'sweep': [64, 30]}, 'sweep value 30'),
+    ({'volume_type': 'gp2'}, 'give volume_size_gb'),
+    ({'volume_type': 'io2'}, 'give its iops'),
+    ({'timeout': 2}, 'timeout=2 s is shorter'),
+    ({'path': '/tmp'}, 'no device read-ahead to measure'),
+    ({'path': '/opt/aem/nowhere'}, 'does not exist'),
+])
+def test_errors(host, args, words):
+    before = tree_checksum(host.root)
+    result = run_module(read_ahead_sweep.main, dict(SMALL, **args), failed=True)
+    assert words in result['msg'] and result['changed'] is False
+    assert tree_checksum(host.root) == before
+
+
+def test_busy_device_is_refused(host, simulated):
+    the_plan = sweep.plan(host.root, REPO, values=[64], size_mb=4)
+    fd = sweep.acquire_lock(the_plan['lock_file'], 'dm-0')
+    try:
+        result = run_module(read_ahead_sweep.main, SMALL, failed=True)
+    finally:
+        sweep.release_lock(fd)
+    assert 'another read-ahead sweep holds dm-0' in result['msg'] and ra(host) == 4096
