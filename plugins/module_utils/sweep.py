@@ -832,8 +832,8 @@ def run(the_plan, hooks=None, pid=None):
         recovered = recover(root, device, the_plan['state_file'])
         original = blockdev.read_ahead_kb(root, device)
         state = {'device': device, 'majmin': blockdev.majmin(root, device), 'original_kb': original,
-                 'pid': os.getpid() if pid is None else pid, 'started': time.strftime('%Y-%m-%dT%H:%M:%SZ',
-                                                                                     time.gmtime()),
+                 'pid': os.getpid() if pid is None else pid,
+                 'started': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
                  'boot_id': boot_id(root), 'host': socket.gethostname(), 'path': the_plan['path']}
         write_state(the_plan['state_file'], state)  # recorded before the first change
         error = None
@@ -952,8 +952,8 @@ def _warnings(result):
     warnings = []
     if result.get('recovered') and result['recovered']['action'] == 'restore':
         rec = result['recovered']
-        warnings.append('restored %s from %s KiB to %s KiB first: %s.' % (rec['device'], rec['found_kb'],
-                                                                         rec['original_kb'], rec['reason']))
+        warnings.append('restored %s from %s KiB to %s KiB first: %s.'
+                        % (rec['device'], rec['found_kb'], rec['original_kb'], rec['reason']))
     if result.get('stale_scratch_files'):
         warnings.append('%s holds scratch files of an earlier probe that was killed (%s); remove them if no probe '
                         'is running.' % (result['path'], ', '.join(result['stale_scratch_files'])))
@@ -1016,9 +1016,12 @@ def recover_only(root, path):
         found = recover(root, device, state_path)
     finally:
         release_lock(lock_fd)
-    msg = ('%s %s from the state file %s: %s.'
-           % ('restored' if found['changed'] else ('nothing to restore on' if found['action'] == 'restore'
-                                                    else 'discarded the stale state of'),
-              device, state_path, found['reason']))
+    if found['changed']:
+        did = 'restored'
+    elif found['action'] == 'restore':
+        did = 'nothing to restore on'
+    else:
+        did = 'discarded the stale state of'
+    msg = '%s %s from the state file %s: %s.' % (did, device, state_path, found['reason'])
     return {'device': device, 'recovered': found, 'changed': found['changed'], 'state_file': state_path,
             'msg': msg, 'read_ahead_kb': blockdev.read_ahead_kb(root, device)}

@@ -20,8 +20,9 @@ import time
 try:
     from urllib.request import urlopen
     from urllib.error import HTTPError, URLError
-except ImportError:  # Python 2.7
-    from urllib2 import urlopen, HTTPError, URLError
+except ImportError:  # Python 2.7 (RHEL 7). A plain script on the host: ansible.module_utils is not there.
+    _urllib2 = __import__('urllib2')
+    urlopen, HTTPError, URLError = _urllib2.urlopen, _urllib2.HTTPError, _urllib2.URLError
 
 PROPERTIES = ('ActiveState', 'SubState', 'Result', 'StateChangeTimestamp', 'NRestarts')
 DEAD_STATES = ('failed', 'inactive', 'deactivating')
