@@ -153,6 +153,7 @@ class Env(object):
 @pytest.fixture
 def env(tmpdir, monkeypatch, module_exit):
     host = nitro_host(tmpdir)
+    host.mkdir('/etc/udev/rules.d')  # every host with udev has it; the module does not create it
     tools = FakeTools(host)
     environment = Env(host, tools)
     monkeypatch.setattr(read_ahead, 'ROOT', host.root)
