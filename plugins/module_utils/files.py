@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import array
 import contextlib
 import errno
 import fcntl
@@ -245,12 +246,12 @@ def file_kind(mode):
 def check_path_form(path, what='file'):
     """Raise FileError unless ``path`` is absolute and normalised (no '..', '.', '//' or trailing '/')."""
     if not isinstance(path, str) and not _is_text(path):
-        raise FileError('%s path %r is not a string.' % (what, path))
+        raise FileError('%s path "%s" is not a string.' % (what, path))
     if not path or not path.startswith('/'):
-        raise FileError('%s path %r is not absolute: give the full path, for example %s.'
+        raise FileError('%s path "%s" is not absolute: give the full path, for example %s.'
                         % (what, path, '/etc/udev/rules.d/90-aemops-read-ahead.rules'))
     if '\0' in path or '\n' in path:
-        raise FileError('%s path %r contains a NUL or newline character.' % (what, path))
+        raise FileError('%s path "%s" contains a NUL or newline character.' % (what, path))
     if os.path.normpath(path) != path or path.startswith('//'):
         raise FileError('%s path %s is not normalised (it has "..", ".", "//" or a trailing "/"); give it as %s.'
                         % (what, path, os.path.normpath(path)))
@@ -270,10 +271,10 @@ def inode_flags(path):
     except OSError:
         return None
     try:
-        buf = bytearray(8)
+        buf = array.array('i', [0, 0])  # room for a long; the kernel writes an int at the start
         fcntl.ioctl(fd, FS_IOC_GETFLAGS, buf, True)
-        return struct.unpack('i', bytes(buf[:4]))[0]
-    except (IOError, OSError):
+        return buf[0]
+    except (IOError, OSError, TypeError, OverflowError):
         return None  # ENOTTY/EINVAL/EOPNOTSUPP: the file system has no such flags
     finally:
         os.close(fd)
@@ -430,7 +431,7 @@ def _holder(lock_path):
 
 
 @contextlib.contextmanager
-def locked(path, root='/', timeout=DEFAULT_LOCK_TIMEOUT, poll=0.05, required=True):
+def locked(path, root='/', timeout=None, poll=0.05, required=True):
     """Hold the advisory lock (fcntl.flock) of owned file ``path`` (a target path) for a read-modify-write.
 
     Waits at most ``timeout`` seconds, then raises FileError naming the file, the lock file
@@ -439,6 +440,7 @@ def locked(path, root='/', timeout=DEFAULT_LOCK_TIMEOUT, poll=0.05, required=Tru
     same file does not wait for itself. Concurrent runs (two modules, two hosts of a play
     delegated to one machine) serialise, and no rule or baseline is lost.
     """
+    timeout = DEFAULT_LOCK_TIMEOUT if timeout is None else timeout
     lock_path = lock_file_for(root, path)
     entry = _held.get(lock_path)
     if entry is not None:
@@ -541,7 +543,7 @@ def _wait_flock(fd, deadline, poll):
 
 
 @contextlib.contextmanager
-def locked_all(paths, root='/', timeout=DEFAULT_LOCK_TIMEOUT, required=True):
+def locked_all(paths, root='/', timeout=None, required=True):
     """Hold the locks of several owned files, always taken in sorted order (so runs cannot deadlock)."""
     stack = []
     try:

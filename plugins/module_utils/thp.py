@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
+import json
 import os
 import re
 
@@ -149,17 +150,17 @@ def baseline_problems(record, state=None):
             continue
         value = record[attr]
         if not _is_text(value) or not re.match(r'^[a-z0-9+]{1,32}$', value):
-            problems.append('%s is %r, not a THP value' % (attr, value))
+            problems.append('%s is %s, not a THP value' % (attr, json.dumps(value)))
             continue
         entry = (state or {}).get(attr)
         if entry is not None:
             offered = entry['offered'] or (['yes', 'no'] if entry['value'] in ('yes', 'no') else ['0', '1'])
             if value not in offered:
-                problems.append('%s is %r, which this kernel does not offer (%s)' % (attr, value, ', '.join(offered)))
+                problems.append('%s is %s, which this kernel does not offer (%s)' % (attr, json.dumps(value), ', '.join(offered)))
     if record.get('cmdline') is not None and record['cmdline'] not in CMDLINE_VALUES:
-        problems.append('cmdline is %r, not null or one of %s' % (record['cmdline'], ', '.join(CMDLINE_VALUES)))
+        problems.append('cmdline is %s, not null or one of %s' % (json.dumps(record['cmdline']), ', '.join(CMDLINE_VALUES)))
     if 'cmdline_managed' in record and not isinstance(record['cmdline_managed'], bool):
-        problems.append('cmdline_managed is %r, not true or false' % (record['cmdline_managed'],))
+        problems.append('cmdline_managed is %s, not true or false' % json.dumps(record['cmdline_managed']))
     return problems
 
 

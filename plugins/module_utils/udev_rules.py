@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import re
 
@@ -147,11 +148,16 @@ def baseline_problem(record):
         return 'device is not a string'
     kb = record.get('read_ahead_kb')
     if not _is_int(kb) or kb < 0 or kb > MAX_READ_AHEAD_KB:
-        return 'read_ahead_kb is %r, not an integer from 0 to %d' % (kb, MAX_READ_AHEAD_KB)
+        return 'read_ahead_kb is %s, not an integer from 0 to %d' % (_show(kb), MAX_READ_AHEAD_KB)
     lvm = record.get('lvm_read_ahead')
     if lvm is not None and lvm != 'auto' and (not _is_int(lvm) or lvm < 0 or lvm > MAX_LVM_READ_AHEAD_SECTORS):
-        return 'lvm_read_ahead is %r, not auto or sectors from 0 to %d' % (lvm, MAX_LVM_READ_AHEAD_SECTORS)
+        return 'lvm_read_ahead is %s, not auto or sectors from 0 to %d' % (_show(lvm), MAX_LVM_READ_AHEAD_SECTORS)
     return None
+
+
+def _show(value):
+    """A value as JSON (the way it is written in the file), the same on Python 2 and 3."""
+    return json.dumps(value)
 
 
 def _is_text(value):

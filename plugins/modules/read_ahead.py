@@ -497,18 +497,19 @@ class Applied(object):
     def fail(self, msg):
         changes = self.changes()
         rolled_back, not_rolled_back = [], []
-        for entry, before, _after in reversed(self.runtime):
-            try:
-                blockdev.write_read_ahead_kb(self.root, entry['name'], before)
-                rolled_back.append('%s: read_ahead_kb back to %s' % (entry['name'], before))
-            except blockdev.BlockDeviceError as e:
-                not_rolled_back.append('%s: %s' % (entry['name'], e))
+        # LVM first: activation and lvchange may set the runtime value, which comes back last.
         for entry, before, _after in reversed(self.lvm):
             error = lvchange(self.module, entry['lvm'], before)
             if error:
                 not_rolled_back.append(error)
             else:
                 rolled_back.append('%s/%s: LVM read-ahead back to %s' % (entry['lvm']['vg'], entry['lvm']['lv'], before))
+        for entry, before, _after in reversed(self.runtime):
+            try:
+                blockdev.write_read_ahead_kb(self.root, entry['name'], before)
+                rolled_back.append('%s: read_ahead_kb back to %s' % (entry['name'], before))
+            except blockdev.BlockDeviceError as e:
+                not_rolled_back.append('%s: %s' % (entry['name'], e))
         if changes:
             msg = '%s (after these changes: %s; rolled back: %s)' % (msg, '; '.join(changes),
                                                                        '; '.join(rolled_back) or 'nothing')
