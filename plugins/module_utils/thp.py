@@ -165,7 +165,5 @@ def baseline_problems(record, state=None):
 
 
 def _is_text(value):
-    try:
-        return isinstance(value, (str, unicode))  # noqa: F821 (Python 2)
-    except NameError:
-        return isinstance(value, str)
+    """str on Python 3; str or unicode on Python 2."""
+    return isinstance(value, (str, type(u'')))

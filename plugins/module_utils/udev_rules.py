@@ -161,10 +161,8 @@ def _show(value):
 
 
 def _is_text(value):
-    try:
-        return isinstance(value, unicode)  # noqa: F821 (Python 2)
-    except NameError:
-        return isinstance(value, str)
+    """str on Python 3; str or unicode on Python 2."""
+    return isinstance(value, (str, type(u'')))
 
 
 def render(rules, baselines):
