@@ -29,7 +29,10 @@ import os
 import re
 import stat
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read_text, root_path
+from ansible_collections.aemops.os_tuning.plugins.module_utils.files import (
+    describe_os_error, read_bytes, read_text, root_path, to_native_text,
+)
+from ansible_collections.aemops.os_tuning.plugins.module_utils.udev_rules import value_problem
 
 # Filesystems that have no block device behind them. A path on one of them cannot be tuned.
 NON_BLOCK_FSTYPES = frozenset((
@@ -59,8 +62,59 @@ def _sys(root, *parts):
 
 
 def _read_attr(path):
-    text = read_text(path)
+    """A sysfs attribute as stripped text, or None when it is missing or unreadable (never an exception)."""
+    try:
+        text = read_text(path)
+    except (IOError, OSError):
+        return None
     return None if text is None else text.strip()
+
+
+def read_attr_checked(path):
+    """(value, problem) for a sysfs attribute whose exact bytes matter (a udev match value).
+
+    ``value`` is the attribute without its trailing newline, as native text, or None;
+    ``problem`` says why it cannot be used: unreadable (the kernel returns ENAMETOOLONG for a
+    loop backing file longer than PATH_MAX), or not UTF-8.
+    """
+    try:
+        data = read_bytes(path)
+    except (IOError, OSError) as e:
+        return None, 'it cannot be read (%s)' % describe_os_error(e)
+    if data is None:
+        return None, None
+    if data.endswith(b'\n'):
+        data = data[:-1]
+    try:
+        data.decode('utf-8')
+    except UnicodeDecodeError:
+        return to_native_text(data), 'it is not valid UTF-8'
+    return to_native_text(data), None
+
+
+def _names(path):
+    """(sorted entries of directory ``path`` that are UTF-8, [raw names that are not]): listed as bytes."""
+    try:
+        raw = os.listdir(path.encode('utf-8') if not isinstance(path, bytes) else path)
+    except (OSError, UnicodeError):
+        return [], []
+    good, bad = [], []
+    for entry in sorted(raw):
+        try:
+            text = entry.decode('utf-8')
+        except UnicodeDecodeError:
+            bad.append(entry)
+            continue
+        good.append(text if str is not bytes else entry)
+    return good, bad
+
+
+def printable(raw):
+    """A printable, ASCII rendering of a raw name (bytes) for messages and facts."""
+    out = []
+    for byte in bytearray(raw):
+        out.append(chr(byte) if 32 <= byte < 127 and byte != 92 else '\\x%02x' % byte)
+    return ''.join(out)
 
 
 def exists(root, name):
@@ -90,10 +144,7 @@ def whole_disk(root, name):
 
 
 def _list(path):
-    try:
-        return sorted(os.listdir(path))
-    except OSError:
-        return []
+    return _names(path)[0]
 
 
 def slaves(root, name):
@@ -183,49 +234,92 @@ def lvm_names(root, name):
     return None, None
 
 
-def stable_id(root, name):
-    """A udev match for ``name`` that survives a reboot, or None.
+def xen_vbd(root, name):
+    """The xenbus node of a Xen virtual block device (``device/vbd/51712`` for xvda), or None.
 
-    Returns a dict with ``key`` (the udev match key, e.g. ``ENV{ID_SERIAL}``), ``value`` and
-    ``serial`` (the bare serial where there is one: the EBS volume id on AWS NVMe).
+    blkfront disks (``xvd*``, Xen-based EC2: m4, c4, r4, t2) sit under a ``vbd-N`` device on
+    the ``xen`` bus, which carries ``nodename``; N is the virtual device number from the
+    domain configuration (202 * 256 + 16 * disk for xvdX), so it is stable across boots.
     """
+    device = os.path.join(device_dir(root, name), 'device')
+    subsystem = os.path.join(device, 'subsystem')
+    if not os.path.islink(subsystem) or os.path.basename(os.readlink(subsystem)) != 'xen':
+        return None
+    node = _read_attr(os.path.join(device, 'nodename'))
+    return node if node and node.startswith('device/vbd/') else None
+
+
+def stable_id_candidates(root, name):
+    """Every udev identity of ``name``, best first: a list of (ident dict or None, problem or None)."""
     kind = device_type(root, name)
     props, _links = udev_db(root, name)
+    out = []
 
-    def ident(key, value, serial=None):
-        return {'key': key, 'value': value, 'serial': serial}
+    def add(key, value, serial=None, problem=None):
+        if value is None and problem is None:
+            return
+        ident = {'key': key, 'value': value, 'serial': serial}
+        out.append((ident, problem or (value_problem(value) if value is not None else None)))
 
     if kind in ('lvm', 'crypt', 'mpath', 'dm'):
         dm = dm_info(root, name)
-        uuid = props.get('DM_UUID') or dm['uuid']
-        if uuid:
-            return ident('ENV{DM_UUID}', uuid)
-        dmname = props.get('DM_NAME') or dm['name']
-        return ident('ENV{DM_NAME}', dmname) if dmname else None
+        add('ENV{DM_UUID}', props.get('DM_UUID') or dm['uuid'] or None)
+        add('ENV{DM_NAME}', props.get('DM_NAME') or dm['name'] or None)
+        return out
     if kind == 'md':
-        return ident('ENV{MD_UUID}', props['MD_UUID']) if props.get('MD_UUID') else None
+        add('ENV{MD_UUID}', props.get('MD_UUID') or None)
+        return out
     if kind == 'loop':
-        backing = _read_attr(os.path.join(device_dir(root, name), 'loop', 'backing_file'))
-        return ident('ATTR{loop/backing_file}', backing) if backing else None
+        backing, problem = read_attr_checked(os.path.join(device_dir(root, name), 'loop', 'backing_file'))
+        if backing is not None or problem is not None:
+            add('ATTR{loop/backing_file}', backing, problem=problem)
+        return out
     serial = props.get('ID_SERIAL_SHORT')
     if kind == 'nvme':
         # The controller's serial (the EBS volume id on AWS), matched as a sysfs attribute: the
         # udev properties built from it differ between releases (systemd 252 appends the
         # namespace to ID_SERIAL), and a rule written on RHEL 7 must still match on RHEL 8 or 9.
-        serial = nvme_attr(root, name, 'serial') or serial
-        if serial:
-            return ident('ATTRS{serial}', serial, serial)
-    if props.get('ID_SERIAL'):
-        return ident('ENV{ID_SERIAL}', props['ID_SERIAL'], serial)
-    if props.get('ID_WWN'):
-        return ident('ENV{ID_WWN}', props['ID_WWN'], serial)
+        nvme_serial = nvme_attr(root, name, 'serial') or serial
+        if nvme_serial:
+            add('ATTRS{serial}', nvme_serial, nvme_serial)
+    add('ENV{ID_SERIAL}', props.get('ID_SERIAL') or None, serial)
+    add('ENV{ID_WWN}', props.get('ID_WWN') or None, serial)
     own_serial = _read_attr(os.path.join(device_dir(root, name), 'serial'))
     if own_serial:
-        return ident('ATTR{serial}', own_serial, own_serial)
-    return None
+        add('ATTR{serial}', own_serial, own_serial)
+    # Xen blkfront (xvd*): no serial, no ID_SERIAL or ID_WWN. systemd's path_id gives no ID_PATH
+    # for them either: v219 (RHEL 7) src/udev/udev-builtin-path_id.c prepends "xen-<sysname>"
+    # (xen-vbd-51712) in its xen branch and sets supported_parent, but not supported_transport,
+    # so the block-device check at its end drops the path; Amazon Linux 2 adds ID_PATH back with
+    # its own 51-ec2-xen-vbd-devices.rules (amazon-ec2-utils PR #3). The xenbus node name is in
+    # sysfs on every release, with or without those rules, so the rule matches that.
+    node = xen_vbd(root, name)
+    if node:
+        add('ATTRS{nodename}', node)
+    return out
 
 
-TUNED_ID_PROPERTIES = ('DM_UUID', 'MD_UUID', 'ID_SERIAL_SHORT', 'ID_SERIAL', 'ID_WWN', 'DM_NAME')
+def stable_id_report(root, name):
+    """(the first usable identity or None, [reasons the others were refused])."""
+    reasons = []
+    for ident, problem in stable_id_candidates(root, name):
+        if problem is None:
+            return ident, reasons
+        reasons.append('%s %s' % (ident['key'], problem))
+    return None, reasons
+
+
+def stable_id(root, name):
+    """A udev match for ``name`` that survives a reboot, or None.
+
+    Returns a dict with ``key`` (the udev match key, e.g. ``ENV{ID_SERIAL}``), ``value`` and
+    ``serial`` (the bare serial where there is one: the EBS volume id on AWS NVMe). Values
+    udev cannot compare literally (udev_rules.value_problem) are skipped for the next identity.
+    """
+    return stable_id_report(root, name)[0]
+
+
+TUNED_ID_PROPERTIES = ('DM_UUID', 'MD_UUID', 'ID_SERIAL_SHORT', 'ID_SERIAL', 'ID_WWN', 'DM_NAME', 'ID_PATH')
 
 
 def tuned_identity(root, name):
@@ -238,17 +332,40 @@ def tuned_identity(root, name):
     for key in TUNED_ID_PROPERTIES:
         if props.get(key):
             return key, props[key]
+    if xen_vbd(root, name):
+        # tuned matches devices_udev_regex against all of pyudev's properties, DEVPATH included
+        # (it comes with every uevent); a Xen vbd's DEVPATH is as stable as its node name.
+        real = os.path.realpath(_sys(root, 'class/block', name))
+        return 'DEVPATH', '/' + os.path.relpath(real, os.path.realpath(_sys(root)))
     return None
 
 
 def whole_disks(root):
-    """Kernel names of all devices that are not partitions."""
-    return [n for n in _list(_sys(root, 'class/block')) if not is_partition(root, n)]
+    """Kernel names of all devices that are not partitions (names that are not UTF-8 are left out)."""
+    return whole_disks_checked(root)[0]
+
+
+def whole_disks_checked(root):
+    """(kernel names of the devices that are not partitions, [errors: the entries that cannot be used]).
+
+    /sys/class/block is listed as bytes: a name that is not UTF-8 is reported, never raised,
+    and the other devices are still returned.
+    """
+    good, bad = _names(_sys(root, 'class/block'))
+    errors = ['block device %s: its kernel name is not UTF-8; it is left out.' % printable(raw) for raw in bad]
+    names = []
+    for name in good:
+        try:
+            if not is_partition(root, name):
+                names.append(name)
+        except (IOError, OSError, ValueError) as e:
+            errors.append('block device %s: %s' % (name, e))
+    return names, errors
 
 
 def read_ahead_kb(root, name):
     value = _read_attr(os.path.join(device_dir(root, name), 'queue', 'read_ahead_kb'))
-    return int(value) if value not in (None, '') else None
+    return int(value) if value and re.match(r'^[0-9]+$', value) else None
 
 
 def read_ahead_path(root, name):
@@ -365,8 +482,12 @@ def mount_points(root, name):
 def real_target_path(root, path):
     """Resolve symlinks in target path ``path``; raise NoSuchDeviceError if it does not exist."""
     full = root_path(root, path)
-    if not os.path.exists(full):
-        raise NoSuchDeviceError('path %s does not exist. Create it, or name the device with devices=.' % path)
+    try:
+        os.stat(full)
+    except OSError as e:
+        if e.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise NoSuchDeviceError('path %s does not exist. Create it, or name the device with devices=.' % path)
+        raise BlockDeviceError('path %s cannot be resolved: %s.' % (path, describe_os_error(e)))
     real = os.path.realpath(full)
     base = os.path.realpath(root)
     if base != '/':
@@ -445,7 +566,9 @@ def resolve_device(root, spec):
     full = root_path(root, path)
     try:
         st = os.stat(full)
-    except OSError:
+    except OSError as e:
+        if e.errno not in (errno.ENOENT, errno.ENOTDIR):
+            raise BlockDeviceError('device %s cannot be resolved: %s.' % (spec, describe_os_error(e)))
         st = None
     if st is not None and stat.S_ISBLK(st.st_mode):
         link = _sys(root, 'dev/block', '%d:%d' % (os.major(st.st_rdev), os.minor(st.st_rdev)))
@@ -504,8 +627,14 @@ def describe(root, name):
         'mount_points': mount_points(root, name),
         'holders': holders(root, name),
         'slaves': slaves(root, name),
-        'stable_id': stable_id(root, name),
+        'stable_id': None,
     }
+    ident, refused = stable_id_report(root, name)
+    info['stable_id'] = ident
+    if refused:
+        info['stable_id_refused'] = refused
+    if kind == 'loop':
+        info['loop_bound'] = os.path.isdir(os.path.join(device_dir(root, name), 'loop'))
     dm = dm_info(root, name)
     if dm is not None:
         info['dm_name'] = dm['name']

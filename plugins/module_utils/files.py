@@ -14,10 +14,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import array
+import contextlib
 import errno
+import fcntl
+import hashlib
 import json
 import os
+import stat
+import struct
 import tempfile
+import time
 
 MANAGED_MARK = 'Managed by aemops.os_tuning'
 BASELINE_PREFIX = 'aemops-baseline '
@@ -28,15 +35,44 @@ def root_path(root, path):
     return os.path.join(root, path.lstrip('/'))
 
 
-def read_text(path):
-    """Return the content of ``path``, or None when it does not exist."""
+def read_bytes(path):
+    """The bytes of ``path``, or None when it does not exist.
+
+    Opened without blocking (a FIFO planted where a file is expected cannot hang the run) and
+    refused with IOError when it is not a regular file (sysfs and procfs files are regular).
+    """
     try:
-        with open(path) as f:
-            return f.read()
-    except IOError as e:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except (IOError, OSError) as e:
         if e.errno in (errno.ENOENT, errno.ENOTDIR):
             return None
         raise
+    try:
+        mode = os.fstat(fd).st_mode
+        kind = file_kind(mode)
+        if kind is not None:
+            raise IOError(errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL, '%s, not a regular file' % kind, path)
+        chunks = []
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b''.join(chunks)
+
+
+def to_native_text(data, errors='replace'):
+    """UTF-8 ``data`` (bytes) as the native str; undecodable bytes become U+FFFD, never an exception."""
+    text = data.decode('utf-8', errors)
+    return text if str is not bytes else text.encode('utf-8')
+
+
+def read_text(path):
+    """Return the content of ``path`` as text (UTF-8, bad bytes replaced), or None when it does not exist."""
+    data = read_bytes(path)
+    return None if data is None else to_native_text(data)
 
 
 def managed_header(owner, purpose, comment='#'):
@@ -89,26 +125,33 @@ def diff_entry(path, before, after):
     }
 
 
-def atomic_write(path, content, mode=0o644, module=None):
-    """Write ``content`` to ``path`` atomically with ``mode``.
+def atomic_write(path, content, mode=0o644, module=None, owner=(0, 0)):
+    """Write ``content`` to ``path`` atomically, owned by ``owner`` (uid, gid) with ``mode``.
 
     The temporary file is created in the destination directory and renamed over the
-    target. With an AnsibleModule, ``module.atomic_move`` does the rename, which also keeps
-    the SELinux context of an existing file.
+    target. With an AnsibleModule, ``module.atomic_move`` does the rename, which also gives
+    the file its SELinux context. The owner and mode are set after the move whatever the file
+    had before (atomic_move copies them from the file it replaces, so a planted 0666 file of
+    another user would otherwise stay theirs); the owner only when running as root.
     """
     directory = os.path.dirname(path) or '.'
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)
     fd, tmp = tempfile.mkstemp(prefix='.aemops-', dir=directory)
     try:
-        with os.fdopen(fd, 'w') as f:
-            f.write(content)
+        with os.fdopen(fd, 'wb') as f:
+            f.write(content.encode('utf-8') if not isinstance(content, bytes) else content)
         os.chmod(tmp, mode)
+        as_root = owner is not None and hasattr(os, 'geteuid') and os.geteuid() == 0
+        if as_root:
+            os.chown(tmp, owner[0], owner[1])
         if module is not None:
             module.atomic_move(tmp, path)
-            os.chmod(path, mode)
         else:
             os.rename(tmp, path)
+        if as_root:
+            os.lchown(path, owner[0], owner[1])
+        os.chmod(path, mode)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -156,3 +199,373 @@ def remove_file(path, prune_parent=False):
 def remove_owned_file(path):
     """remove_file for a file in a directory the collection owns whole: the empty directory goes too."""
     return remove_file(path, prune_parent=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors from the file system, in words an operator can act on.
+
+def describe_os_error(e):
+    """A short, specific reason for an IOError/OSError: permission, symlink loop, missing, ..."""
+    code = getattr(e, 'errno', None)
+    if code in (errno.EACCES, errno.EPERM):
+        return 'permission denied (this needs root: become: true)'
+    if code == errno.ELOOP:
+        return 'too many levels of symbolic links (a symlink loop)'
+    if code == errno.ENOENT:
+        return 'does not exist'
+    if code == errno.ENOTDIR:
+        return 'a component of the path is not a directory'
+    if code == errno.ENAMETOOLONG:
+        return 'the name is too long (longer than PATH_MAX or NAME_MAX)'
+    if code == errno.EROFS:
+        return 'read-only file system'
+    if code == errno.EISDIR:
+        return 'is a directory'
+    return getattr(e, 'strerror', None) or str(e)
+
+
+class FileError(Exception):
+    """A file the collection owns cannot be read, locked or written safely; the message names it and the fix."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Owned files: validated before the first change of a run, read without following or blocking.
+
+MASK_MESSAGE = ('%s is a symbolic link to /dev/null: a mask (udev and systemd switch a file off this way). It is '
+                'left alone, never replaced. Remove the mask if it is not wanted, or choose another file.')
+
+_FILE_KINDS = (
+    (stat.S_ISDIR, 'a directory'),
+    (stat.S_ISCHR, 'a character device node'),
+    (stat.S_ISBLK, 'a block device node'),
+    (stat.S_ISFIFO, 'a FIFO (named pipe)'),
+    (stat.S_ISSOCK, 'a socket'),
+)
+
+# FS_IOC_GETFLAGS is _IOR('f', 1, long) in linux/fs.h; the kernel writes an int. The flags are
+# FS_IMMUTABLE_FL and FS_APPEND_FL (chattr +i, chattr +a).
+FS_IOC_GETFLAGS = (2 << 30) | (struct.calcsize('l') << 16) | (ord('f') << 8) | 1
+FS_IMMUTABLE_FL = 0x00000010
+FS_APPEND_FL = 0x00000020
+
+
+def file_kind(mode):
+    """'a directory', 'a FIFO (named pipe)', ... for a non-regular st_mode; None for a regular file."""
+    for test, kind in _FILE_KINDS:
+        if test(mode):
+            return kind
+    if stat.S_ISREG(mode):
+        return None
+    return 'not a regular file'
+
+
+def check_path_form(path, what='file'):
+    """Raise FileError unless ``path`` is absolute and normalised (no '..', '.', '//' or trailing '/')."""
+    if not isinstance(path, str) and not _is_text(path):
+        raise FileError('%s path "%s" is not a string.' % (what, path))
+    if not path or not path.startswith('/'):
+        raise FileError('%s path "%s" is not absolute: give the full path, for example %s.'
+                        % (what, path, '/etc/udev/rules.d/90-aemops-read-ahead.rules'))
+    if '\0' in path or '\n' in path:
+        raise FileError('%s path "%s" contains a NUL or newline character.' % (what, path))
+    if os.path.normpath(path) != path or path.startswith('//'):
+        raise FileError('%s path %s is not normalised (it has "..", ".", "//" or a trailing "/"); give it as %s.'
+                        % (what, path, os.path.normpath(path)))
+
+
+def _is_text(value):
+    """str on Python 3; str or unicode on Python 2."""
+    return isinstance(value, (str, type(u'')))
+
+
+def inode_flags(path):
+    """The FS_IOC_GETFLAGS flags of ``path`` (a regular file or a directory), or None if unsupported."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, 'O_NOFOLLOW', 0))
+    except OSError:
+        return None
+    try:
+        buf = array.array('i', [0, 0])  # room for a long; the kernel writes an int at the start
+        fcntl.ioctl(fd, FS_IOC_GETFLAGS, buf, True)
+        return buf[0]
+    except (IOError, OSError, TypeError, OverflowError):
+        return None  # ENOTTY/EINVAL/EOPNOTSUPP: the file system has no such flags
+    finally:
+        os.close(fd)
+
+
+def _flag_problem(path, flags):
+    if flags is None:
+        return None
+    if flags & FS_IMMUTABLE_FL:
+        return 'is immutable (chattr +i): remove the flag with chattr -i %s, or choose another file' % path
+    if flags & FS_APPEND_FL:
+        return 'is append-only (chattr +a): remove the flag with chattr -a %s, or choose another file' % path
+    return None
+
+
+def check_owned_target(full, display=None, check_only=False):
+    """Prove that the owned file at ``full`` (a host path) can be replaced; raise FileError otherwise.
+
+    Before any change of a run: the path is absolute and normalised; it is a regular file or
+    absent (never a device node, FIFO, socket or directory, and never a symbolic link, which
+    would be replaced: a udev mask is a link to /dev/null); the file and its directory are not
+    immutable or append-only; the directory exists and a file can be created in it.
+    ``display`` is the target path shown in messages. Nothing is opened that could block.
+    """
+    display = display or full
+    check_path_form(display)
+    try:
+        st = os.lstat(full)
+    except OSError as e:
+        if e.errno != errno.ENOENT:
+            raise FileError('cannot check %s: %s.' % (display, describe_os_error(e)))
+        st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.readlink(full)
+        except OSError:
+            target = '?'
+        try:
+            real = os.path.realpath(full)
+            os.stat(full)
+        except OSError as e:
+            raise FileError('%s is a symbolic link (to %s) that cannot be followed: %s. Remove the link; this '
+                            'collection owns the file and writes it itself.' % (display, target, describe_os_error(e)))
+        if real == '/dev/null' or target == '/dev/null':
+            raise FileError(MASK_MESSAGE % display)
+        raise FileError('%s is a symbolic link (to %s). This collection owns the file and replaces it atomically, '
+                        'which would replace the link: point the setting at the real file, or remove the link.'
+                        % (display, target))
+    if st is not None:
+        kind = file_kind(st.st_mode)
+        if kind is not None:
+            raise FileError('%s is %s, not a regular file. Give the path of a regular file (or of one that does not '
+                            'exist yet).' % (display, kind))
+        problem = _flag_problem(display, inode_flags(full))
+        if problem:
+            raise FileError('%s %s.' % (display, problem))
+    directory = os.path.dirname(full)
+    try:
+        dst = os.stat(directory)
+    except OSError as e:
+        raise FileError('the directory of %s cannot be used: %s. Create it first.'
+                        % (display, describe_os_error(e)))
+    if not stat.S_ISDIR(dst.st_mode):
+        raise FileError('the parent of %s is not a directory.' % display)
+    problem = _flag_problem(os.path.dirname(display), inode_flags(directory))
+    if problem:
+        raise FileError('the directory of %s %s.' % (display, problem))
+    if not can_create_in(directory, check_only=check_only):
+        raise FileError('cannot create files in %s, so %s cannot be written (permission denied or a read-only '
+                        'file system). Run as root (become: true) with a path on a writable file system.'
+                        % (os.path.dirname(display), display))
+
+
+def read_owned(full, display=None):
+    """The text of an owned file, or None when it is absent; FileError when it is not a regular file.
+
+    It is never opened when it is a FIFO, socket, device node or directory (an open FIFO blocks
+    until a writer comes), and it is read as UTF-8 bytes, so no content can raise a traceback.
+    """
+    display = display or full
+    try:
+        st = os.lstat(full)
+    except OSError as e:
+        if e.errno in (errno.ENOENT, errno.ENOTDIR):
+            return None
+        raise FileError('cannot read %s: %s.' % (display, describe_os_error(e)))
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            st = os.stat(full)
+        except OSError as e:
+            if e.errno == errno.ENOENT:
+                return None  # a dangling link: refused by check_owned_target before any write
+            raise FileError('cannot read %s: %s.' % (display, describe_os_error(e)))
+        if os.path.realpath(full) == '/dev/null':
+            raise FileError(MASK_MESSAGE % display)
+    kind = file_kind(st.st_mode)
+    if kind is not None:
+        raise FileError('%s is %s, not a regular file; it is not read. Give the path of a regular file.'
+                        % (display, kind))
+    try:
+        fd = os.open(full, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as e:
+        raise FileError('cannot read %s: %s.' % (display, describe_os_error(e)))
+    chunks = []
+    try:
+        if file_kind(os.fstat(fd).st_mode) is not None:
+            raise FileError('%s changed into a non-regular file while being read.' % display)
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except OSError as e:
+        raise FileError('cannot read %s: %s.' % (display, describe_os_error(e)))
+    finally:
+        os.close(fd)
+    data = b''.join(chunks)
+    try:
+        text = data.decode('utf-8')
+    except UnicodeDecodeError as e:
+        raise FileError('%s is not UTF-8 text (byte %d): it was not written by this collection. Restore it from '
+                        'backup or remove it.' % (display, e.start))
+    return text if str is not bytes else data
+
+
+# ---------------------------------------------------------------------------------------------
+# One advisory lock per owned file.
+
+LOCK_DIR = '/run/lock/aemops-os-tuning'
+DEFAULT_LOCK_TIMEOUT = 120
+_held = {}  # lock file path -> [fd, depth]: re-entrant within one process
+
+
+def lock_file_for(root, path):
+    """The lock file (host path) that guards owned file ``path`` (a target path).
+
+    It lives under /run (a tmpfs, emptied at boot), not beside the file: nothing is added to
+    /etc/udev/rules.d or /etc/tuned, and the name says which file it guards. It exists only
+    while a run holds it.
+    """
+    name = path.strip('/').replace('%', '%25').replace('/', '%2F') or 'root'
+    if len(name) > 200:
+        name = name[:160] + '.' + hashlib.sha1(path.encode('utf-8')).hexdigest()
+    return root_path(root, '%s/%s.lock' % (LOCK_DIR, name))
+
+
+def _holder(lock_path):
+    try:
+        with open(lock_path) as f:
+            text = f.read().strip()
+    except (IOError, OSError):
+        return None
+    return text or None
+
+
+@contextlib.contextmanager
+def locked(path, root='/', timeout=None, poll=0.05, required=True):
+    """Hold the advisory lock (fcntl.flock) of owned file ``path`` (a target path) for a read-modify-write.
+
+    Waits at most ``timeout`` seconds, then raises FileError naming the file, the lock file
+    and the process that holds it. With ``required=False`` (check mode: nothing is written) a
+    lock file that cannot be created (no root) is skipped instead of raising. Re-entrant in one process: a nested ``locked()`` of the
+    same file does not wait for itself. Concurrent runs (two modules, two hosts of a play
+    delegated to one machine) serialise, and no rule or baseline is lost.
+    """
+    timeout = DEFAULT_LOCK_TIMEOUT if timeout is None else timeout
+    lock_path = lock_file_for(root, path)
+    entry = _held.get(lock_path)
+    if entry is not None:
+        entry[1] += 1
+        try:
+            yield lock_path
+        finally:
+            entry[1] -= 1
+        return
+    directory = os.path.dirname(lock_path)
+    deadline = time.time() + max(0, timeout)
+    created = []  # directories this run made (deepest last), removed again when empty
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            created.extend(_makedirs(directory))
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, 'O_NOFOLLOW', 0), 0o600)
+        except OSError as e:
+            if e.errno == errno.ENOENT and attempts < 100:
+                continue  # another run removed the empty directory just now
+            if not required:
+                yield None
+                return
+            raise FileError('cannot create the lock file %s for %s: %s.' % (lock_path, path, describe_os_error(e)))
+        try:
+            got = _wait_flock(fd, deadline, poll)
+            if got:
+                # The holder before us unlinks the file when it is done: a lock on an unlinked
+                # inode guards nothing, so take the lock again on the file now at that path.
+                try:
+                    same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
+                except OSError:
+                    same = False
+                if not same:
+                    os.close(fd)
+                    continue
+        except BaseException:
+            os.close(fd)
+            raise
+        if not got:
+            holder = _holder(lock_path)
+            os.close(fd)
+            raise FileError('timed out after %s s waiting for the lock on %s (lock file %s, held by %s). Another '
+                            'run of aemops.os_tuning is changing this file: let it finish and run again.'
+                            % (timeout, path, lock_path, holder or 'another process'))
+        break
+    os.ftruncate(fd, 0)
+    os.write(fd, ('pid %d\n' % os.getpid()).encode('ascii'))
+    _held[lock_path] = [fd, 1]
+    try:
+        yield lock_path
+    finally:
+        del _held[lock_path]
+        try:
+            os.unlink(lock_path)  # nothing is left behind; waiters see the new inode and retry
+        except OSError:
+            pass
+        os.close(fd)  # closing the descriptor releases the flock
+        for made in reversed(created):
+            try:
+                os.rmdir(made)
+            except OSError:
+                break  # another run's lock file is in it
+
+
+def _makedirs(directory):
+    """Create ``directory`` and its missing parents (0700); return the ones created, outermost first."""
+    missing = []
+    probe = directory
+    while probe and not os.path.isdir(probe):
+        missing.append(probe)
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    made = []
+    for path in reversed(missing):
+        try:
+            os.mkdir(path, 0o700 if path == directory else 0o755)
+            made.append(path)
+        except OSError as e:
+            if e.errno != errno.EEXIST:
+                raise
+    return made
+
+
+def _wait_flock(fd, deadline, poll):
+    """Take an exclusive flock on ``fd``, polling until ``deadline``; False when it timed out."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except (IOError, OSError) as e:
+            if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise FileError('cannot lock %s: %s.' % (fd, describe_os_error(e)))
+        if time.time() >= deadline:
+            return False
+        time.sleep(poll)
+
+
+@contextlib.contextmanager
+def locked_all(paths, root='/', timeout=None, required=True):
+    """Hold the locks of several owned files, always taken in sorted order (so runs cannot deadlock)."""
+    stack = []
+    try:
+        for path in sorted(set(p for p in paths if p)):
+            cm = locked(path, root, timeout, required=required)
+            cm.__enter__()
+            stack.append(cm)
+        yield
+    finally:
+        while stack:
+            stack.pop().__exit__(None, None, None)

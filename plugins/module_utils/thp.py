@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
+import json
 import os
 import re
 
@@ -25,6 +26,7 @@ from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read
 THP_DIRS = ('/sys/kernel/mm/transparent_hugepage', '/sys/kernel/mm/redhat_transparent_hugepage')
 ATTRS = ('enabled', 'defrag', 'khugepaged/defrag')
 BASELINE_FILE = '/etc/aemops-os-tuning/thp-baseline.conf'
+CMDLINE_VALUES = ('always', 'madvise', 'never')
 
 
 class ThpError(Exception):
@@ -131,3 +133,37 @@ def tuned_sections(enabled, defrag, khugepaged, tuned_version, state):
     if sysfs:
         sections.append(('thp', 'sysfs', sysfs))
     return sections
+
+
+def baseline_problems(record, state=None):
+    """Why a recorded THP baseline cannot be restored as it is (type and value of each key); [] when it can.
+
+    A hand-edited baseline is checked before anything is restored from it: each runtime value
+    is a string the kernel offers (``state`` from read_state, when given), ``cmdline`` is null
+    or one of always/madvise/never, ``cmdline_managed`` is a boolean.
+    """
+    if not isinstance(record, dict):
+        return ['the record is not a JSON object']
+    problems = []
+    for attr in ATTRS:
+        if attr not in record or record[attr] is None:
+            continue
+        value = record[attr]
+        if not _is_text(value) or not re.match(r'^[a-z0-9+]{1,32}$', value):
+            problems.append('%s is %s, not a THP value' % (attr, json.dumps(value)))
+            continue
+        entry = (state or {}).get(attr)
+        if entry is not None:
+            offered = entry['offered'] or (['yes', 'no'] if entry['value'] in ('yes', 'no') else ['0', '1'])
+            if value not in offered:
+                problems.append('%s is %s, which this kernel does not offer (%s)' % (attr, json.dumps(value), ', '.join(offered)))
+    if record.get('cmdline') is not None and record['cmdline'] not in CMDLINE_VALUES:
+        problems.append('cmdline is %s, not null or one of %s' % (json.dumps(record['cmdline']), ', '.join(CMDLINE_VALUES)))
+    if 'cmdline_managed' in record and not isinstance(record['cmdline_managed'], bool):
+        problems.append('cmdline_managed is %s, not true or false' % json.dumps(record['cmdline_managed']))
+    return problems
+
+
+def _is_text(value):
+    """str on Python 3; str or unicode on Python 2."""
+    return isinstance(value, (str, type(u'')))

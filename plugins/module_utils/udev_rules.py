@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import re
 
@@ -32,7 +33,54 @@ RC_LOCAL_FILES = ('/etc/rc.local', '/etc/rc.d/rc.local')
 _PREFIX = 'ACTION=="add|change", SUBSYSTEM=="block", ENV{DEVTYPE}=="disk", '
 _RULE_RE = re.compile(r'^' + re.escape(_PREFIX) + r'(?P<match>\S+=="[^"]*"), '
                       r'ATTR\{queue/read_ahead_kb\}="(?P<kb>\d+)"$')
-_UNSAFE_VALUE = re.compile(r'["\\\n\r]')
+
+# How udev reads a match value, by version (systemd upstream, the releases RHEL ships):
+# - v219 (RHEL 7) and v239 (RHEL 8), src/udev/udev-rules.c: get_key() takes everything up to
+#   the next '"' with no escape at all; match_key() treats a value holding '*', '?' or '['
+#   as an fnmatch() glob and splits it at every '|' into alternatives; match_attr() copies a
+#   sysfs value into char vbuf[UTIL_NAME_SIZE] (512) to strip its trailing whitespace.
+# - v252 (RHEL 9) src/shared/udev-util.c udev_rule_parse_value(), and v257 (where it moved to
+#   src/udev/udev-rules.c and gained the "i" prefix): only '\"' is unescaped, every other
+#   backslash stays; '|' still separates alternatives (there is no escape for it), and
+#   token_match_attr() strscpy()s the attribute into vbuf[UDEV_NAME_SIZE] (512) before it
+#   compares.
+# So a value is written only when udev compares it literally on every release: no glob or
+# alternative character, no quote or backslash, no control character, at most 511 bytes
+# (longer sysfs values are cut to 511 before the comparison and never match), and no
+# leading or trailing whitespace (udev strips it from the sysfs value, so "a.img " and
+# "a.img" would be one identity).
+UDEV_VALUE_MAX_BYTES = 511
+MAX_READ_AHEAD_KB = 65536
+MAX_LVM_READ_AHEAD_SECTORS = 2 * MAX_READ_AHEAD_KB
+_CONTROL = re.compile(u'[\x00-\x1f\x7f]')
+
+
+def value_problem(value):
+    """Why udev cannot match ``value`` literally on every release, or None when it can."""
+    if value is None or value == '':
+        return 'it is empty'
+    if not isinstance(value, str):
+        try:
+            value = value.decode('utf-8') if isinstance(value, bytes) else value
+        except UnicodeDecodeError:
+            return 'it is not valid UTF-8'
+    text = value if not isinstance(value, bytes) else value.decode('utf-8', 'replace')
+    if u'\ufffd' in text:
+        return 'it is not valid UTF-8'
+    if _CONTROL.search(text):
+        return 'it contains a control character (newline, tab, ...)'
+    if '"' in text or '\\' in text:
+        return 'it contains a double quote or a backslash, which a udev rule cannot quote'
+    for char, what in (('*', 'a glob'), ('?', 'a glob'), ('[', 'a glob'), ('|', 'the alternative separator')):
+        if char in text:
+            return 'it contains %r, which udev reads as %s in a match, so the rule could hit other devices' % (char, what)
+    if text.endswith(' (deleted)'):
+        return 'it ends in " (deleted)": the file behind it was deleted'
+    if text != text.strip():
+        return 'it has leading or trailing whitespace, which udev strips, so it could name another device too'
+    if len(text.encode('utf-8')) > UDEV_VALUE_MAX_BYTES:
+        return 'it is %d bytes long, and udev compares at most %d' % (len(text.encode('utf-8')), UDEV_VALUE_MAX_BYTES)
+    return None
 
 
 class RulesFileError(Exception):
@@ -41,7 +89,7 @@ class RulesFileError(Exception):
 
 def match_clause(stable_id):
     """``KEY=="value"`` for a stable id dict from blockdev.stable_id, or None if it cannot be quoted."""
-    if not stable_id or _UNSAFE_VALUE.search(stable_id['value']):
+    if not stable_id or value_problem(stable_id['value']) is not None:
         return None
     return '%s=="%s"' % (stable_id['key'], stable_id['value'])
 
@@ -65,6 +113,11 @@ def parse(text, path=RULES_FILE):
                              'delete it (the recorded original values will be lost).' % (path, '; '.join(errors)))
     for record in records:
         if 'match' in record:
+            problem = baseline_problem(record)
+            if problem:
+                raise RulesFileError('%s has a baseline record that cannot be restored: %s (%s). Fix the record or '
+                                     'remove it (its device then keeps its running value at state=absent).'
+                                     % (path, problem, baseline_line(record)))
             baselines[record['match']] = record
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
@@ -75,8 +128,41 @@ def parse(text, path=RULES_FILE):
             raise RulesFileError('%s line %d was not written by aemops.os_tuning: %r. This file is managed; '
                                  'move custom rules to a file of your own and remove the line.'
                                  % (path, number, stripped))
-        rules[m.group('match')] = int(m.group('kb'))
+        kb = int(m.group('kb'))
+        if kb > MAX_READ_AHEAD_KB:
+            raise RulesFileError('%s line %d sets read_ahead_kb=%d, above %d: not written by aemops.os_tuning. '
+                                 'Remove the line.' % (path, number, kb, MAX_READ_AHEAD_KB))
+        rules[m.group('match')] = kb
     return rules, baselines
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def baseline_problem(record):
+    """Why a read-ahead baseline record cannot be restored (type, range), or None."""
+    if not isinstance(record.get('match'), str) and not _is_text(record.get('match')):
+        return 'match is not a string'
+    if record.get('device') is not None and not (isinstance(record['device'], str) or _is_text(record['device'])):
+        return 'device is not a string'
+    kb = record.get('read_ahead_kb')
+    if not _is_int(kb) or kb < 0 or kb > MAX_READ_AHEAD_KB:
+        return 'read_ahead_kb is %s, not an integer from 0 to %d' % (_show(kb), MAX_READ_AHEAD_KB)
+    lvm = record.get('lvm_read_ahead')
+    if lvm is not None and lvm != 'auto' and (not _is_int(lvm) or lvm < 0 or lvm > MAX_LVM_READ_AHEAD_SECTORS):
+        return 'lvm_read_ahead is %s, not auto or sectors from 0 to %d' % (_show(lvm), MAX_LVM_READ_AHEAD_SECTORS)
+    return None
+
+
+def _show(value):
+    """A value as JSON (the way it is written in the file), the same on Python 2 and 3."""
+    return json.dumps(value)
+
+
+def _is_text(value):
+    """str on Python 3; str or unicode on Python 2."""
+    return isinstance(value, (str, type(u'')))
 
 
 def render(rules, baselines):

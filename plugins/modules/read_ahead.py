@@ -57,7 +57,9 @@ options:
       - From 0 to 65536, and a multiple of the page size in KiB (4 on x86_64), because the
         kernel keeps read-ahead in pages.
       - Required when O(state=present).
-    type: int
+      - An integer, or a string of ASCII digits. A boolean, a fraction or digits of another script
+        (C('٣٢')) are refused, not converted.
+    type: raw
   persist:
     description:
       - Write the udev rule (and for an LV, the LVM metadata value) so that the value survives
@@ -99,6 +101,11 @@ options:
     description:
       - The udev rules file this module owns. It is numbered to run after the rules that set
         C(ID_SERIAL), C(DM_UUID) and C(MD_UUID).
+      - An absolute, normalised path of a regular file (or of one that does not exist yet) in an
+        existing, writable directory. Device nodes, FIFOs, sockets, directories, symbolic links
+        (a udev mask, a link to C(/dev/null), is never replaced) and immutable files are refused
+        before anything changes. udev reads only names ending in C(.rules); others get a warning.
+      - The file is written as root:root, mode 0644, whatever it had before.
     type: path
     default: /etc/udev/rules.d/90-aemops-read-ahead.rules
 notes:
@@ -229,12 +236,13 @@ skipped_targets:
 '''
 
 import os
+import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files, tuned, udev_rules
 
 ROOT = '/'
-MAX_READ_AHEAD_KB = 65536
+MAX_READ_AHEAD_KB = udev_rules.MAX_READ_AHEAD_KB
 
 
 class Plan(object):
@@ -253,9 +261,45 @@ class Plan(object):
             self.entries[name]['targets'].append(target)
 
 
+def strict_kb(value):
+    """read_ahead_kb as an int: an int (not a bool) or a string of ASCII digits; ValueError otherwise.
+
+    Ansible's int type takes False as 0 and, on Python 3, any Unicode digits ('٣٢' as 32).
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError('read_ahead_kb: unable to convert to int: %r is a boolean, not a number of KiB.' % value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    text = value if isinstance(value, str) else None
+    if text is None:
+        try:
+            text = value.encode('utf-8') if not isinstance(value, bytes) else value  # Python 2 unicode
+            text = text.decode('ascii') if str is not bytes else text
+        except (AttributeError, UnicodeError):
+            text = None
+    if text is not None and re.match(r'^-?[0-9]+\Z', text.strip()):
+        return int(text.strip())
+    raise ValueError('read_ahead_kb: unable to convert to int: %r is not a whole number of KiB written in ASCII '
+                     'digits (for example 32).' % (value,))
+
+
 def validate(module):
     p = module.params
-    kb = p['read_ahead_kb']
+    try:
+        p['read_ahead_kb'] = kb = strict_kb(p['read_ahead_kb'])
+    except ValueError as e:
+        module.fail_json(msg=str(e))
+    try:
+        files.check_path_form(p['rules_file'], 'rules_file')
+    except files.FileError as e:
+        module.fail_json(msg=str(e))
+    if not p['rules_file'].endswith('.rules'):
+        module.warn('rules_file %s does not end in .rules: udev reads only *.rules files, so this rule will not '
+                    'apply at boot.' % p['rules_file'])
     if p['state'] == 'present':
         if kb is None:
             module.fail_json(msg='read_ahead_kb is required with state=present, in KiB (for example 32).')
@@ -409,12 +453,66 @@ def lvm_state(module, root, name):
 
 
 def lvchange(module, lvm, value):
-    lvchange_bin = module.get_bin_path('lvchange', required=True)
+    """Store ``value`` as the LV's read-ahead in the VG metadata; an error message, or None."""
+    lvchange_bin = module.get_bin_path('lvchange')
+    if not lvchange_bin:
+        return 'lvchange is not installed; it is needed to store the read-ahead of %s/%s.' % (lvm['vg'], lvm['lv'])
     rc, out, err = module.run_command(blockdev.lvchange_read_ahead_args(lvchange_bin, lvm['vg'], lvm['lv'], value))
     if rc != 0:
-        module.fail_json(msg='lvchange --readahead %s %s/%s failed: %s'
-                             % (value, lvm['vg'], lvm['lv'], err.strip() or out.strip()))
+        return 'lvchange --readahead %s %s/%s failed: %s' % (value, lvm['vg'], lvm['lv'], err.strip() or out.strip())
     lvm['after'] = value
+    return None
+
+
+class Applied(object):
+    """What a run has changed so far, so that a failure after the first change says so and undoes what it can.
+
+    The failure reports changed=true, lists every change made (``changes``) and what was rolled
+    back: the runtime read_ahead_kb and the LVM metadata value go back to their values from
+    before the run. A written rules file stays (it is consistent on its own) and is listed.
+    """
+
+    def __init__(self, module, root):
+        self.module = module
+        self.root = root
+        self.runtime = []  # (entry, before, after)
+        self.lvm = []  # (entry, before, after)
+        self.files = []
+
+    def lvchange(self, entry, value):
+        before = entry['lvm']['before']
+        error = lvchange(self.module, entry['lvm'], value)
+        if error:
+            self.fail(error)
+        self.lvm.append((entry, before, value))
+
+    def changes(self):
+        out = ['%s: read_ahead_kb %s -> %s' % (e['name'], b, a) for e, b, a in self.runtime]
+        out += ['%s/%s: LVM read-ahead %s -> %s' % (e['lvm']['vg'], e['lvm']['lv'], b, a) for e, b, a in self.lvm]
+        out += ['wrote %s' % path for path in self.files]
+        return out
+
+    def fail(self, msg):
+        changes = self.changes()
+        rolled_back, not_rolled_back = [], []
+        # LVM first: activation and lvchange may set the runtime value, which comes back last.
+        for entry, before, _after in reversed(self.lvm):
+            error = lvchange(self.module, entry['lvm'], before)
+            if error:
+                not_rolled_back.append(error)
+            else:
+                rolled_back.append('%s/%s: LVM read-ahead back to %s' % (entry['lvm']['vg'], entry['lvm']['lv'], before))
+        for entry, before, _after in reversed(self.runtime):
+            try:
+                blockdev.write_read_ahead_kb(self.root, entry['name'], before)
+                rolled_back.append('%s: read_ahead_kb back to %s' % (entry['name'], before))
+            except blockdev.BlockDeviceError as e:
+                not_rolled_back.append('%s: %s' % (entry['name'], e))
+        if changes:
+            msg = '%s (after these changes: %s; rolled back: %s)' % (msg, '; '.join(changes),
+                                                                       '; '.join(rolled_back) or 'nothing')
+        self.module.fail_json(msg=msg, changed=bool(changes), changes=changes, rolled_back=rolled_back,
+                              not_rolled_back=not_rolled_back)
 
 
 def udev_apply(module, root, names, rules_path):
@@ -445,13 +543,10 @@ def run(module, root):
     rules_full = files.root_path(root, rules_path)
 
     try:
-        before_text = files.read_text(rules_full)
+        before_text = files.read_owned(rules_full, rules_path)
         rules, baselines = udev_rules.parse(before_text, rules_path)
-    except udev_rules.RulesFileError as e:
+    except (udev_rules.RulesFileError, files.FileError) as e:
         module.fail_json(msg=str(e))
-    except (IOError, OSError) as e:
-        module.fail_json(msg='cannot read the rules file %s: %s. rules_file must be a file path (needs root).'
-                             % (rules_path, e))
     new_rules, new_baselines = dict(rules), dict(baselines)
 
     file_conflicts = [dict(c, source='udev rule') for c in udev_rules.competing_rules(root, rules_path)]
@@ -466,7 +561,7 @@ def run(module, root):
         before = blockdev.read_ahead_kb(root, name)
         if before is None:
             module.fail_json(msg='%s has no queue/read_ahead_kb in sysfs; it cannot be tuned.' % name)
-        sid = blockdev.stable_id(root, name)
+        sid, refused = blockdev.stable_id_report(root, name)
         match = udev_rules.match_clause(sid)
         entry.update({
             'name': name,
@@ -487,9 +582,10 @@ def run(module, root):
             if p['persist']:
                 if match is None:
                     module.fail_json(msg='%s (%s) has no stable identity (no serial, WWN, DM UUID or MD UUID) to '
-                                         'match in a udev rule, and kernel names can change at boot. Give the disk a '
-                                         'serial, or set persist=false to change only the running value.'
-                                         % (name, kind))
+                                         'match in a udev rule, and kernel names can change at boot.%s Give the disk '
+                                         'a serial (for a loop device: a backing file with a plain name), or set '
+                                         'persist=false to change only the running value.'
+                                         % (name, kind, (' Refused: %s.' % '; '.join(refused)) if refused else ''))
                 new_rules[match] = kb
                 entry['rule'] = udev_rules.render_rule(match, kb)
                 if match not in new_baselines:
@@ -532,27 +628,25 @@ def run(module, root):
         except blockdev.BlockDeviceError as e:
             module.fail_json(msg=str(e))
     if file_changed:
-        rules_dir = os.path.dirname(rules_full)
-        probe = rules_dir
-        while not os.path.isdir(probe) and probe not in ('', '/'):
-            probe = os.path.dirname(probe)  # the directory will be created under the nearest existing one
-        if not files.can_create_in(probe, check_only=module.check_mode) or os.path.isdir(rules_full):
-            module.fail_json(msg='cannot write the rules file %s (%s is not writable, or the path is a directory). '
-                                 'Run as root (become: true) with rules_file pointing at a file under '
-                                 '/etc/udev/rules.d.' % (rules_path, probe))
+        try:
+            files.check_owned_target(rules_full, rules_path, check_only=module.check_mode)
+        except files.FileError as e:
+            module.fail_json(msg='cannot write the rules file: %s' % e)
 
     diff = [files.diff_entry(rules_path, before_text, after_text)]
     if tuned_plan:
         diff.append(files.diff_entry(tuned_plan['path'], tuned_plan['before'], tuned_plan['after']))
 
     if not module.check_mode:
+        applied = Applied(module, root)
         for entry, value in lvm_changes:
-            lvchange(module, entry['lvm'], value)
+            applied.lvchange(entry, value)
         for entry, value in runtime_changes:
             try:
                 blockdev.write_read_ahead_kb(root, entry['name'], value)
             except blockdev.BlockDeviceError as e:
-                module.fail_json(msg=str(e), changed=True)
+                applied.fail(str(e))
+            applied.runtime.append((entry, entry['before_kb'], value))
         if file_changed:
             try:
                 if after_text is None:
@@ -560,7 +654,8 @@ def run(module, root):
                 else:
                     files.atomic_write(rules_full, after_text, 0o644, module=module)
             except (IOError, OSError) as e:
-                module.fail_json(msg='writing the rules file %s failed: %s' % (rules_path, e), changed=True)
+                applied.fail('writing the rules file %s failed: %s' % (rules_path, files.describe_os_error(e)))
+            applied.files.append(rules_path)
             udev_apply(module, root, [e['name'] for e in results], rules_path)
         if tuned_changed:
             try:
@@ -568,7 +663,7 @@ def run(module, root):
                     root, tuned_plan, module.run_command, module.get_bin_path('tuned-adm'), tuned.daemon_running(root),
                     lambda path, text: files.atomic_write(path, text, 0o644, module=module), files.remove_owned_file)
             except tuned.TunedProfileError as e:
-                module.fail_json(msg=str(e), changed=True)
+                applied.fail(str(e))
         # udev, LVM or another agent may have acted on the change events: enforce and verify.
         for entry in results:
             value = entry['planned_kb']
@@ -613,7 +708,7 @@ def main():
         argument_spec=dict(
             devices=dict(type='list', elements='str', default=[]),
             paths=dict(type='list', elements='path', default=[]),
-            read_ahead_kb=dict(type='int'),
+            read_ahead_kb=dict(type='raw'),
             persist=dict(type='bool', default=True),
             state=dict(type='str', choices=['present', 'absent'], default='present'),
             underlying=dict(type='bool', default=False),
@@ -623,7 +718,20 @@ def main():
         ),
         supports_check_mode=True,
     )
-    module.exit_json(**run(module, ROOT))
+    try:
+        files.check_path_form(module.params['rules_file'], 'rules_file')
+    except files.FileError as e:
+        module.fail_json(msg=str(e))
+    # One lock per owned file, taken in a fixed order: the rules file and the tuned child
+    # profile are read, planned and written by one run at a time. Check mode writes nothing
+    # (and the files are replaced atomically, so it never reads half a file): it takes none.
+    owned = [] if module.check_mode else [module.params['rules_file'], tuned.child_profile_path(ROOT)]
+    try:
+        with files.locked_all(owned, ROOT):
+            result = run(module, ROOT)
+    except files.FileError as e:
+        module.fail_json(msg=str(e))
+    module.exit_json(**result)
 
 
 if __name__ == '__main__':

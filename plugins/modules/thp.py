@@ -160,12 +160,19 @@ def resolve_persist(module, root, tuned_adm):
     return persist
 
 
-def read_baseline(module, root):
-    text = files.read_text(files.root_path(root, thp.BASELINE_FILE))
+def read_baseline(module, root, state=None):
+    try:
+        text = files.read_owned(files.root_path(root, thp.BASELINE_FILE), thp.BASELINE_FILE)
+    except files.FileError as e:
+        module.fail_json(msg=str(e))
     records, errors = files.parse_baselines(text)
     if errors:
         module.fail_json(msg='%s has damaged baseline records (%s); restore it from backup or delete it.'
                              % (thp.BASELINE_FILE, '; '.join(errors)))
+    problems = thp.baseline_problems(records[0], state) if records else []
+    if problems:
+        module.fail_json(msg='%s has a baseline that cannot be restored: %s. Fix the record or delete the file (the '
+                             'recorded original values are then lost).' % (thp.BASELINE_FILE, '; '.join(problems)))
     return text, (records[0] if records else None)
 
 
@@ -211,7 +218,7 @@ def run(module, root):
         module.fail_json(msg=str(e))
     tuned_adm, version = tuned.installed_version(module.run_command, module.get_bin_path, root)
     persist = resolve_persist(module, root, tuned_adm)
-    baseline_text, baseline = read_baseline(module, root)
+    baseline_text, baseline = read_baseline(module, root, state)
 
     enabled = p['enabled']
     defrag = p['defrag'] or None
@@ -384,7 +391,15 @@ def main():
         ),
         supports_check_mode=True,
     )
-    module.exit_json(**run(module, ROOT))
+    # One lock per owned file (the THP baseline, the tuned child profile), in a fixed order;
+    # check mode writes nothing and takes none.
+    owned = [] if module.check_mode else [thp.BASELINE_FILE, tuned.child_profile_path(ROOT)]
+    try:
+        with files.locked_all(owned, ROOT):
+            result = run(module, ROOT)
+    except files.FileError as e:
+        module.fail_json(msg=str(e))
+    module.exit_json(**result)
 
 
 if __name__ == '__main__':

@@ -148,14 +148,21 @@ ROOT = '/'
 SKIP_PREFIXES = ('ram', 'zram', 'sr', 'fd')
 
 
-def block_devices(module, root, rules):
+def block_devices(module, root, rules, errors=None):
     devices = {}
     lvs = module.get_bin_path('lvs')
-    for name in blockdev.whole_disks(root):
+    names, bad = blockdev.whole_disks_checked(root)
+    errors = [] if errors is None else errors
+    errors.extend(bad)
+    for name in names:
         if name.startswith(SKIP_PREFIXES):
             continue
-        info = blockdev.describe(root, name)
-        if info['type'] == 'loop' and info['stable_id'] is None:
+        try:
+            info = blockdev.describe(root, name)
+        except (IOError, OSError, ValueError, blockdev.BlockDeviceError) as e:
+            errors.append('block device %s: %s' % (name, e))  # one odd device; the others are still listed
+            continue
+        if info['type'] == 'loop' and not info.get('loop_bound'):
             continue  # an unbound loop device
         info['rule'] = rules.get(udev_rules.match_clause(info['stable_id']))
         if info['type'] == 'lvm' and lvs and info.get('lvm', {}).get('vg'):
@@ -445,7 +452,7 @@ def run(module, root):
 def gather(module, root):
     errors = []
     files_facts, rules = guarded(errors, 'managed files', ({}, {}), managed_files, root)
-    devices = guarded(errors, 'block devices', {}, block_devices, module, root, rules)
+    devices = guarded(errors, 'block devices', {}, block_devices, module, root, rules, errors)
     boot = guarded(errors, 'boot loader', None, bootloader.detect, root, module.get_bin_path)
     if boot is None:
         boot = {'os_id': None, 'version_id': None, 'major': None, 'family': 'unknown', 'efi': None, 'bls': None,

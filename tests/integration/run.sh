@@ -106,6 +106,7 @@ local_cleanup() {
 	losetup --list --noheadings --raw --output NAME,BACK-FILE 2>/dev/null | grep -F -- "$tag" |
 		while read -r l _; do losetup --detach "$l"; done
 	if ! findmnt --raw --noheadings --output TARGET | grep -qF -- "$tag"; then
+		chattr -R -i -a "${tmp_base:?}/$tag" 2>/dev/null
 		rm -rf "${tmp_base:?}/$tag"
 	fi
 }

@@ -704,3 +704,135 @@ def test_check_writable_partition_has_no_queue(nitro):
     with pytest.raises(blockdev.BlockDeviceError) as info:
         blockdev.check_writable(nitro.root, 'nvme0n1p1')
     assert 'nvme0n1p1 has no queue/read_ahead_kb' in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# Xen-based EC2 (issue 10 item 11): xvd* disks on m4, c4, r4, t2 under RHEL 7.
+
+def add_xen_vbd(host, name='xvda', majmin='202:0', vdev=51712, udev_props=None):
+    """A blkfront disk as Linux 3.10 (RHEL 7) shows it on a Xen HVM guest: /sys/block/xvda ->
+    ../devices/vbd-51712/block/xvda; the xenbus device vbd-51712 (drivers/xen/xenbus/xenbus_probe.c
+    attributes nodename, devtype, modalias) with subsystem -> bus/xen. Its udev record under
+    systemd 219 has no ID_SERIAL, ID_WWN or ID_PATH: 60-persistent-storage.rules finds no serial,
+    and src/udev/udev-builtin-path_id.c at v219 drops the "xen-vbd-51712" path of a block device
+    because the xen branch sets supported_parent but not supported_transport."""
+    parent = '/sys/devices/vbd-%d' % vdev
+    host.write(parent + '/nodename', 'device/vbd/%d\n' % vdev)
+    host.write(parent + '/devtype', 'vbd\n')
+    host.write(parent + '/modalias', 'xen:vbd\n')
+    host.mkdir('/sys/bus/xen/drivers/vbd')
+    host.symlink(parent + '/subsystem', '../../bus/xen')
+    host.symlink(parent + '/driver', '../../bus/xen/drivers/vbd')
+    devdir = host.add_disk(name, majmin, read_ahead_kb=128, parent=parent,
+                           udev=dict({'DEVNAME': '/dev/%s' % name, 'MAJOR': majmin.split(':')[0],
+                                      'MINOR': majmin.split(':')[1], 'SUBSYSTEM': 'block'}, **(udev_props or {})))
+    host.symlink(devdir + '/device', '../../../vbd-%d' % vdev)
+    return devdir
+
+
+def test_xen_vbd_gets_the_xenbus_node_as_identity(host):
+    add_xen_vbd(host)
+    add_xen_vbd(host, 'xvdb', '202:16', 51728)
+    assert blockdev.device_type(host.root, 'xvda') == 'disk'
+    assert blockdev.xen_vbd(host.root, 'xvda') == 'device/vbd/51712'
+    assert blockdev.stable_id(host.root, 'xvda') == {'key': 'ATTRS{nodename}', 'value': 'device/vbd/51712',
+                                                     'serial': None}
+    assert blockdev.stable_id(host.root, 'xvdb')['value'] == 'device/vbd/51728'
+
+
+def test_xen_vbd_tuned_identity_is_id_path_or_devpath(host):
+    add_xen_vbd(host)
+    assert blockdev.tuned_identity(host.root, 'xvda') == ('DEVPATH', '/devices/vbd-51712/block/xvda')
+    # Amazon Linux 2's 51-ec2-xen-vbd-devices.rules (amazon-ec2-utils PR #3) sets ID_PATH=xen-vbd-51712.
+    add_xen_vbd(host, 'xvdf', '202:80', 51792, udev_props={'ID_PATH': 'xen-vbd-51792'})
+    assert blockdev.tuned_identity(host.root, 'xvdf') == ('ID_PATH', 'xen-vbd-51792')
+    assert blockdev.stable_id(host.root, 'xvdf')['key'] == 'ATTRS{nodename}'  # the same rule with or without
+
+
+def test_xen_vbd_serial_still_wins(host):
+    add_xen_vbd(host, udev_props={'ID_SERIAL': 'vbd-serial-1'})
+    assert blockdev.stable_id(host.root, 'xvda')['key'] == 'ENV{ID_SERIAL}'
+
+
+def test_a_virtio_disk_is_not_taken_for_xen(host):
+    host.add_disk('vdb', '252:16')
+    assert blockdev.xen_vbd(host.root, 'vdb') is None
+    assert blockdev.stable_id(host.root, 'vdb') is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile identities and names from the kernel (issue 12): never a traceback.
+
+@pytest.mark.parametrize('backing, words', [
+    ('/img/a*.img', "contains '*'"),
+    ('/img/a|b.img', "contains '|'"),
+    ('/img/a.img (deleted)', '(deleted)'),
+    ('/img/a.img ', 'whitespace'),
+    ('/' + 'd' * 600, 'bytes long'),
+])
+def test_loop_with_a_hostile_backing_file_has_no_identity(host, backing, words):
+    host.add_loop('loop3', '7:3', backing)
+    assert blockdev.stable_id(host.root, 'loop3') is None
+    ident, refused = blockdev.stable_id_report(host.root, 'loop3')
+    assert ident is None
+    assert len(refused) == 1 and refused[0].startswith('ATTR{loop/backing_file} ') and words in refused[0]
+
+
+def test_loop_with_a_non_utf8_backing_file(host):
+    devdir = host.add_loop('loop4', '7:4', '/img/x')
+    with open(host.path(devdir + '/loop/backing_file'), 'wb') as f:
+        f.write(b'/img/\xff\xfe.img\n')
+    ident, refused = blockdev.stable_id_report(host.root, 'loop4')
+    assert ident is None and 'not valid UTF-8' in refused[0]
+    info = blockdev.describe(host.root, 'loop4')  # facts still work
+    assert info['stable_id'] is None and info['loop_bound'] is True
+    assert info['stable_id_refused'] == refused
+
+
+def test_loop_whose_backing_file_cannot_be_read(host, monkeypatch):
+    host.add_loop('loop5', '7:5', '/img/x')
+    real = blockdev.read_bytes
+
+    def fake(path):
+        if path.endswith('loop/backing_file'):
+            raise IOError(errno.ENAMETOOLONG, 'File name too long', path)  # longer than PATH_MAX
+        return real(path)
+
+    monkeypatch.setattr(blockdev, 'read_bytes', fake)
+    ident, refused = blockdev.stable_id_report(host.root, 'loop5')
+    assert ident is None and 'cannot be read (the name is too long' in refused[0]
+
+
+def test_nvme_serial_with_a_glob_falls_back_to_id_serial(host):
+    host.add_nvme('nvme1n1', '259:2', 'vol*bad', udev=False)
+    # udev's ID_SERIAL is made of allowed characters only (util_replace_chars: '*' becomes '_').
+    host.udev('259:2', {'DEVTYPE': 'disk', 'ID_SERIAL': 'Amazon_Elastic_Block_Store_vol_bad'})
+    ident = blockdev.stable_id(host.root, 'nvme1n1')
+    assert ident == {'key': 'ENV{ID_SERIAL}', 'value': 'Amazon_Elastic_Block_Store_vol_bad', 'serial': None}
+    assert blockdev.stable_id_report(host.root, 'nvme1n1')[1] == [
+        "ATTRS{serial} it contains '*', which udev reads as a glob in a match, so the rule could hit other devices"]
+
+
+def test_whole_disks_lists_the_others_when_a_name_is_not_utf8(host):
+    host.add_disk('vdb', '252:16')
+    os.symlink(b'../../devices/virtual/block/odd', os.path.join(host.root, 'sys/class/block').encode() + b'/odd\xff')
+    names, errors = blockdev.whole_disks_checked(host.root)
+    assert names == ['vdb']
+    assert errors == ['block device odd\\xff: its kernel name is not UTF-8; it is left out.']
+    assert blockdev.whole_disks(host.root) == ['vdb']
+
+
+def test_read_ahead_kb_garbage_is_none(host):
+    devdir = host.add_disk('vdb', '252:16')
+    host.write(devdir + '/queue/read_ahead_kb', '\u0663\u0662\n')
+    assert blockdev.read_ahead_kb(host.root, 'vdb') is None
+
+
+def test_path_errors_tell_symlink_loops_from_missing(host):
+    host.symlink('/data/a', 'b')
+    host.symlink('/data/b', 'a')
+    with pytest.raises(blockdev.BlockDeviceError) as info:
+        blockdev.real_target_path(host.root, '/data/a')
+    assert 'symlink loop' in str(info.value) and 'does not exist' not in str(info.value)
+    with pytest.raises(blockdev.NoSuchDeviceError):
+        blockdev.real_target_path(host.root, '/data/missing')

@@ -307,3 +307,255 @@ def test_remove_file_other_errors_propagate(tmpdir):
     with pytest.raises(OSError) as info:
         files.remove_file(str(tmpdir))  # a directory cannot be unlinked
     assert info.value.errno in (errno.EISDIR, errno.EPERM)
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile inputs (issue 12): owned files are validated before the first change of a run.
+
+def _fifo(path):
+    os.mkfifo(path)
+    return path
+
+
+def test_describe_os_error_tells_permission_loop_and_missing_apart():
+    assert 'permission denied' in files.describe_os_error(OSError(errno.EACCES, 'x'))
+    assert 'needs root' in files.describe_os_error(OSError(errno.EPERM, 'x'))
+    assert 'symlink loop' in files.describe_os_error(OSError(errno.ELOOP, 'x'))
+    assert files.describe_os_error(OSError(errno.ENOENT, 'x')) == 'does not exist'
+    assert 'too long' in files.describe_os_error(OSError(errno.ENAMETOOLONG, 'x'))
+
+
+@pytest.mark.parametrize('path, words', [
+    ('relative/90-x.rules', 'is not absolute'),
+    ('', 'is not absolute'),
+    ('/etc/udev/rules.d/../90-x.rules', 'not normalised'),
+    ('/etc/udev/rules.d/./90-x.rules', 'not normalised'),
+    ('/etc/udev//rules.d/90-x.rules', 'not normalised'),
+    ('//etc/udev/rules.d/90-x.rules', 'not normalised'),
+    ('/etc/udev/rules.d/', 'not normalised'),
+    ('/etc/udev/rules.d/90-x\n.rules', 'newline'),
+])
+def test_check_path_form_refuses(path, words):
+    with pytest.raises(files.FileError) as info:
+        files.check_path_form(path, 'rules_file')
+    assert words in str(info.value)
+
+
+def test_check_path_form_accepts_a_plain_absolute_path():
+    files.check_path_form('/etc/udev/rules.d/90-aemops-read-ahead.rules')
+
+
+def test_check_owned_target_accepts_absent_and_regular(tmpdir):
+    target = str(tmpdir.join('90-x.rules'))
+    files.check_owned_target(target)
+    tmpdir.join('90-x.rules').write('x\n')
+    files.check_owned_target(target)
+
+
+def test_check_owned_target_refuses_fifo_without_opening_it(tmpdir):
+    target = _fifo(str(tmpdir.join('fifo.rules')))  # opening it for reading would block the test
+    with pytest.raises(files.FileError) as info:
+        files.check_owned_target(target)
+    assert 'is a FIFO (named pipe), not a regular file' in str(info.value)
+
+
+def test_check_owned_target_refuses_directory_and_socket(tmpdir):
+    import socket
+    with pytest.raises(files.FileError) as info:
+        files.check_owned_target(str(tmpdir.mkdir('d.rules')))
+    assert 'is a directory' in str(info.value)
+    sock_path = str(tmpdir.join('s.rules'))
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(sock_path)
+        with pytest.raises(files.FileError) as info:
+            files.check_owned_target(sock_path)
+        assert 'is a socket' in str(info.value)
+    finally:
+        sock.close()
+
+
+def test_check_owned_target_refuses_character_device():
+    with pytest.raises(files.FileError) as info:
+        files.check_owned_target('/dev/null')
+    assert '/dev/null is a character device node' in str(info.value)
+
+
+def test_check_owned_target_refuses_a_udev_mask_and_leaves_it(tmpdir):
+    target = str(tmpdir.join('90-x.rules'))
+    os.symlink('/dev/null', target)
+    with pytest.raises(files.FileError) as info:
+        files.check_owned_target(target)
+    assert 'symbolic link to /dev/null: a mask' in str(info.value)
+    assert os.readlink(target) == '/dev/null'
+    with pytest.raises(files.FileError) as info:
+        files.read_owned(target)
+    assert 'a mask' in str(info.value)
+
+
+def test_check_owned_target_refuses_links_to_files_and_loops(tmpdir):
+    real = tmpdir.join('real.rules')
+    real.write('x\n')
+    link = str(tmpdir.join('link.rules'))
+    os.symlink(str(real), link)
+    with pytest.raises(files.FileError) as info:
+        files.check_owned_target(link)
+    assert 'is a symbolic link (to %s)' % real in str(info.value)
+    loop_a, loop_b = str(tmpdir.join('a.rules')), str(tmpdir.join('b.rules'))
+    os.symlink(loop_b, loop_a)
+    os.symlink(loop_a, loop_b)
+    with pytest.raises(files.FileError) as info:
+        files.check_owned_target(loop_a)
+    assert 'symlink loop' in str(info.value)
+    assert 'does not exist' not in str(info.value)
+
+
+def test_check_owned_target_refuses_missing_or_file_parent(tmpdir):
+    with pytest.raises(files.FileError) as info:
+        files.check_owned_target(str(tmpdir.join('missing', 'x.rules')))
+    assert 'does not exist. Create it first' in str(info.value)
+    tmpdir.join('plain').write('')
+    with pytest.raises(files.FileError) as info:
+        files.check_owned_target(str(tmpdir.join('plain', 'x.rules')))
+    assert 'not a directory' in str(info.value)
+
+
+@pytest.mark.parametrize('flag, words', [(files.FS_IMMUTABLE_FL, 'immutable (chattr +i)'),
+                                         (files.FS_APPEND_FL, 'append-only (chattr +a)')])
+def test_check_owned_target_refuses_immutable_file_and_directory(tmpdir, monkeypatch, flag, words):
+    target = tmpdir.join('90-x.rules')
+    target.write('x\n')
+    monkeypatch.setattr(files, 'inode_flags', lambda path: flag if path == str(target) else 0)
+    with pytest.raises(files.FileError) as info:
+        files.check_owned_target(str(target))
+    assert words in str(info.value)
+    monkeypatch.setattr(files, 'inode_flags', lambda path: flag if path == str(tmpdir) else 0)
+    with pytest.raises(files.FileError) as info:
+        files.check_owned_target(str(tmpdir.join('new.rules')))
+    assert 'the directory of' in str(info.value) and words in str(info.value)
+
+
+def test_inode_flags_reads_the_real_flags_or_none(tmpdir):
+    target = tmpdir.join('x')
+    target.write('x')
+    flags = files.inode_flags(str(target))
+    assert flags is None or not flags & files.FS_IMMUTABLE_FL
+    assert files.inode_flags(str(tmpdir.join('missing'))) is None
+
+
+def test_read_owned(tmpdir):
+    assert files.read_owned(str(tmpdir.join('missing'))) is None
+    tmpdir.join('ok').write('a\n')
+    assert files.read_owned(str(tmpdir.join('ok'))) == 'a\n'
+    tmpdir.join('bad').write_binary(b'# \xff\xfe\n')
+    with pytest.raises(files.FileError) as info:
+        files.read_owned(str(tmpdir.join('bad')))
+    assert 'is not UTF-8 text' in str(info.value)
+    with pytest.raises(files.FileError) as info:
+        files.read_owned(_fifo(str(tmpdir.join('fifo'))))
+    assert 'FIFO' in str(info.value)
+
+
+def test_read_text_never_blocks_on_a_fifo_and_replaces_bad_bytes(tmpdir):
+    with pytest.raises((IOError, OSError)) as info:
+        files.read_text(_fifo(str(tmpdir.join('fifo'))))
+    assert info.value.errno == errno.EINVAL
+    tmpdir.join('bad').write_binary(b'/img/\xff.img\n')
+    text = files.read_text(str(tmpdir.join('bad')))
+    assert text.startswith('/img/') and text.endswith('.img\n')
+
+
+def test_atomic_write_takes_ownership_of_a_planted_file(tmpdir):
+    target = tmpdir.join('90-x.rules')
+    target.write('planted\n')
+    os.chmod(str(target), 0o666)
+    if os.geteuid() == 0:
+        os.chown(str(target), 65534, 65534)
+    files.atomic_write(str(target), 'ours\n', 0o644)
+    st = os.stat(str(target))
+    assert stat.S_IMODE(st.st_mode) == 0o644
+    if os.geteuid() == 0:
+        assert (st.st_uid, st.st_gid) == (0, 0)
+    assert target.read() == 'ours\n'
+
+
+# ---------------------------------------------------------------------------------------------
+# Locks
+
+def test_lock_file_lives_under_run_and_names_the_file(tmpdir):
+    path = files.lock_file_for(str(tmpdir), '/etc/udev/rules.d/90-aemops-read-ahead.rules')
+    assert path == str(tmpdir.join('run/lock/aemops-os-tuning/etc%2Fudev%2Frules.d%2F90-aemops-read-ahead.rules.lock'))
+    long_path = files.lock_file_for(str(tmpdir), '/' + 'x' * 300)
+    assert len(os.path.basename(long_path)) < 255
+
+
+def test_locked_is_reentrant_and_leaves_nothing(tmpdir):
+    root = str(tmpdir)
+    with files.locked('/etc/a.rules', root) as lock_path:
+        assert os.path.exists(lock_path)
+        with open(lock_path) as f:
+            assert f.read() == 'pid %d\n' % os.getpid()
+        with files.locked('/etc/a.rules', root, timeout=0):  # the same run does not wait for itself
+            pass
+        assert os.path.exists(lock_path)
+    assert os.listdir(root) == []  # lock file and the directories made for it are gone
+
+
+def test_locked_times_out_naming_the_file_and_holder(tmpdir):
+    import fcntl
+    root = str(tmpdir)
+    lock_path = files.lock_file_for(root, '/etc/a.rules')
+    os.makedirs(os.path.dirname(lock_path))
+    with open(lock_path, 'w') as holder:  # another process, as far as flock is concerned
+        holder.write('pid 4242\n')
+        holder.flush()
+        fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
+        with pytest.raises(files.FileError) as info:
+            with files.locked('/etc/a.rules', root, timeout=0):
+                raise AssertionError('got a lock that is held')
+    msg = str(info.value)
+    assert 'timed out after 0 s waiting for the lock on /etc/a.rules' in msg
+    assert 'held by pid 4242' in msg and lock_path in msg
+
+
+def test_locked_retakes_the_lock_when_the_holder_unlinked_it(tmpdir, monkeypatch):
+    root = str(tmpdir)
+    lock_path = files.lock_file_for(root, '/etc/a.rules')
+    real_wait = files._wait_flock
+    calls = []
+
+    def wait(fd, deadline, poll):
+        calls.append(fd)
+        if len(calls) == 1:  # the previous holder finishes: it unlinks the file we opened
+            os.unlink(lock_path)
+        return real_wait(fd, deadline, poll)
+
+    monkeypatch.setattr(files, '_wait_flock', wait)
+    with files.locked('/etc/a.rules', root, timeout=0):
+        assert os.path.exists(lock_path)
+    assert len(calls) == 2
+
+
+def test_locked_not_required_skips_an_uncreatable_lock(tmpdir):
+    root = str(tmpdir)
+    tmpdir.join('run').write('')  # /run is a file: no lock directory can be made
+    with files.locked('/etc/a.rules', root, required=False) as lock_path:
+        assert lock_path is None
+    with pytest.raises(files.FileError) as info:
+        with files.locked('/etc/a.rules', root):
+            pass
+    assert 'cannot create the lock file' in str(info.value)
+
+
+def test_locked_all_takes_locks_in_sorted_order(tmpdir, monkeypatch):
+    order = []
+    real = files.locked
+
+    def spy(path, root='/', timeout=None, poll=0.05, required=True):
+        order.append(path)
+        return real(path, root, timeout, poll, required)
+
+    monkeypatch.setattr(files, 'locked', spy)
+    with files.locked_all(['/etc/tuned/x/tuned.conf', '/etc/udev/rules.d/a.rules', None], str(tmpdir)):
+        pass
+    assert order == ['/etc/tuned/x/tuned.conf', '/etc/udev/rules.d/a.rules']

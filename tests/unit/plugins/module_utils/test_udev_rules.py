@@ -255,3 +255,83 @@ def test_rc_local_symlink_read_once_through_its_target(host):
 
 def test_rc_local_missing(host):
     assert udev_rules.rc_local_setra(host.root) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile identity values (issue 12). How udev reads a match value, per release:
+# systemd v219 (RHEL 7) and v239 (RHEL 8) src/udev/udev-rules.c: get_key() has no escapes,
+# match_key() globs on '*', '?', '[' and splits at '|', match_attr() compares at most
+# UTIL_NAME_SIZE - 1 = 511 bytes; v252 (RHEL 9) src/shared/udev-util.c udev_rule_parse_value()
+# unescapes only '\"', and v257 src/udev/udev-rules.c token_match_attr() still compares a
+# vbuf[UDEV_NAME_SIZE]; '|' separates alternatives in every version.
+
+@pytest.mark.parametrize('value, words', [
+    ('/img/a*.img', "contains '*'"),
+    ('/img/a?.img', "contains '?'"),
+    ('/img/a[1].img', "contains '['"),
+    ('/img/a|b.img', "contains '|'"),
+    ('/img/a"b.img', 'double quote'),
+    ('/img/a\\b.img', 'backslash'),
+    ('/img/a\nb.img', 'control character'),
+    ('/img/a\tb.img', 'control character'),
+    ('/img/a.img ', 'trailing whitespace'),
+    (' /img/a.img', 'leading or trailing whitespace'),
+    ('/img/a.img (deleted)', '(deleted)'),
+    ('/' + 'x' * 511, 'is 512 bytes long, and udev compares at most 511'),
+    (u'/img/\u00e9' * 128, 'bytes long'),
+    ('', 'empty'),
+    (None, 'empty'),
+    (u'/img/\ufffd.img', 'not valid UTF-8'),
+    (b'/img/\xff.img', 'not valid UTF-8'),
+])
+def test_value_problem_refuses(value, words):
+    problem = udev_rules.value_problem(value)
+    assert problem is not None and words in problem
+    assert udev_rules.match_clause({'key': 'ATTR{loop/backing_file}', 'value': value, 'serial': None}) is None
+
+
+@pytest.mark.parametrize('value', ['/img/a.img', '/' + 'x' * 510, 'vol0123456789abcdef0',
+                                   'Amazon Elastic Block Store_vol0', 'device/vbd/51712', u'/img/\u00e9t\u00e9.img'])
+def test_value_problem_accepts(value):
+    assert udev_rules.value_problem(value) is None
+    assert udev_rules.match_clause({'key': 'ENV{ID_SERIAL}', 'value': value, 'serial': None}) is not None
+
+
+def _rules_text(record, kb=32):
+    lines = files.managed_header('read_ahead module', 'test') + [files.baseline_line(record)]
+    lines.append(udev_rules.render_rule(LOOP_MATCH, kb))
+    return '\n'.join(lines) + '\n'
+
+
+@pytest.mark.parametrize('field, value, words', [
+    ('read_ahead_kb', 1048576, 'read_ahead_kb is 1048576, not an integer from 0 to 65536'),
+    ('read_ahead_kb', -4, 'read_ahead_kb is -4'),
+    ('read_ahead_kb', 'x', 'read_ahead_kb is "x"'),
+    ('read_ahead_kb', True, 'read_ahead_kb is true'),
+    ('read_ahead_kb', None, 'read_ahead_kb is null'),
+    ('read_ahead_kb', 32.5, 'read_ahead_kb is 32.5'),
+    ('lvm_read_ahead', 'bogus', 'lvm_read_ahead is "bogus"'),
+    ('lvm_read_ahead', 10 ** 9, 'lvm_read_ahead is 1000000000'),
+    ('device', 7, 'device is not a string'),
+    ('match', 7, 'match is not a string'),
+])
+def test_parse_refuses_baselines_that_cannot_be_restored(field, value, words):
+    record = _baseline(LOOP_MATCH, 'loop0', 128, 'auto')
+    record[field] = value
+    with pytest.raises(udev_rules.RulesFileError) as info:
+        udev_rules.parse(_rules_text(record), '/etc/udev/rules.d/90-x.rules')
+    assert words in str(info.value)
+    assert '/etc/udev/rules.d/90-x.rules has a baseline record that cannot be restored' in str(info.value)
+
+
+def test_parse_accepts_good_baselines():
+    for lvm in (None, 'auto', 8192):
+        rules, baselines = udev_rules.parse(_rules_text(_baseline(LOOP_MATCH, 'loop0', 128, lvm)))
+        assert rules == {LOOP_MATCH: 32}
+        assert baselines[LOOP_MATCH]['lvm_read_ahead'] == lvm
+
+
+def test_parse_refuses_a_rule_value_out_of_range():
+    with pytest.raises(udev_rules.RulesFileError) as info:
+        udev_rules.parse(_rules_text(_baseline(LOOP_MATCH, 'loop0', 128), kb=1048576), '/x.rules')
+    assert 'read_ahead_kb=1048576, above 65536' in str(info.value)

@@ -153,6 +153,7 @@ class Env(object):
 @pytest.fixture
 def env(tmpdir, monkeypatch, module_exit):
     host = nitro_host(tmpdir)
+    host.mkdir('/etc/udev/rules.d')  # every host with udev has it; the module does not create it
     tools = FakeTools(host)
     environment = Env(host, tools)
     monkeypatch.setattr(read_ahead, 'ROOT', host.root)
@@ -737,3 +738,238 @@ def test_unchanged_value_needs_no_write_access(env, monkeypatch):
     env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
     _not_root(env, monkeypatch)
     assert env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})['changed'] is False
+
+
+# ---------------------------------------------------------------------------------------------
+# Hostile inputs (issue 12): refused before anything changes, or undone after a late failure.
+
+def _fifo_rules(env):
+    # An open() for reading would hang the run. fakehost.tree_checksum opens every file, so the
+    # FIFO sits in a directory of its own, outside what the test compares (see fifo_checksum).
+    env.host.mkdir('/srv/fifo')
+    os.mkfifo(env.host.path('/srv/fifo/90-x.rules'))
+
+
+def _mask_rules(env):
+    os.symlink('/dev/null', env.host.path(RULES))
+
+
+def _link_rules(env):
+    env.host.write('/etc/udev/real.rules', '')
+    os.symlink('../real.rules', env.host.path(RULES))
+
+
+def _loop_rules(env):
+    os.symlink('b.rules', env.host.path(RULES))
+    os.symlink(os.path.basename(RULES), env.host.path('/etc/udev/rules.d/b.rules'))
+
+
+def _dir_rules(env):
+    env.host.mkdir(RULES)
+
+
+def _immutable_rules(env):
+    env.host.write(RULES, udev_rules.render({LV_MATCH: 64}, {}))
+    real = files.inode_flags
+    full = env.host.path(RULES)
+    # chattr +i needs a file system with inode flags and CAP_LINUX_IMMUTABLE: modelled here,
+    # proven on the real kernel by tests/integration (bad_inputs.yml, "immutable rules file").
+    files.inode_flags = lambda path: files.FS_IMMUTABLE_FL if path == full else real(path)
+    env.restore.append(lambda: setattr(files, 'inode_flags', real))
+
+
+def _hostile_loop(backing):
+    def setup(env):
+        env.host.add_loop('loop7', '7:7', backing)
+    return setup
+
+
+def _baseline_rules(kb, lvm='auto'):
+    def setup(env):
+        env.host.write(RULES, udev_rules.render({LV_MATCH: 32}, {LV_MATCH: {
+            'match': LV_MATCH, 'device': 'dm-0', 'read_ahead_kb': kb, 'lvm_read_ahead': lvm}}))
+    return setup
+
+
+HOSTILE_INPUTS = [
+    ('kb-false', {'devices': ['dm-0'], 'read_ahead_kb': False}, None, ['is a boolean, not a number of KiB']),
+    ('kb-true', {'devices': ['dm-0'], 'read_ahead_kb': True}, None, ['is a boolean']),
+    ('kb-arabic-indic-digits', {'devices': ['dm-0'], 'read_ahead_kb': u'\u0663\u0662'}, None,
+     ['unable to convert to int', 'ASCII digits']),
+    ('kb-fraction', {'devices': ['dm-0'], 'read_ahead_kb': 32.5}, None, ['unable to convert to int']),
+    ('kb-hex', {'devices': ['dm-0'], 'read_ahead_kb': '0x20'}, None, ['unable to convert to int']),
+    ('kb-list', {'devices': ['dm-0'], 'read_ahead_kb': [32]}, None, ['unable to convert to int']),
+    ('rules-relative', {'devices': ['dm-0'], 'read_ahead_kb': 32, 'rules_file': 'etc/udev/90-x.rules'}, None,
+     ['rules_file path "etc/udev/90-x.rules" is not absolute']),
+    ('rules-dotdot', {'devices': ['dm-0'], 'read_ahead_kb': 32, 'rules_file': '/etc/udev/nope/../90-x.rules'}, None,
+     ['is not normalised', 'give it as /etc/udev/90-x.rules']),
+    ('rules-fifo', {'devices': ['dm-0'], 'read_ahead_kb': 32, 'rules_file': '/srv/fifo/90-x.rules'}, _fifo_rules,
+     ['is a FIFO (named pipe)']),
+    ('rules-fifo-absent', {'devices': ['dm-0'], 'state': 'absent', 'rules_file': '/srv/fifo/90-x.rules'}, _fifo_rules,
+     ['is a FIFO (named pipe)']),
+    ('rules-mask', {'devices': ['dm-0'], 'read_ahead_kb': 32}, _mask_rules, ['symbolic link to /dev/null: a mask']),
+    ('rules-mask-absent', {'devices': ['dm-0'], 'state': 'absent'}, _mask_rules, ['a mask']),
+    ('rules-symlink', {'devices': ['dm-0'], 'read_ahead_kb': 32}, _link_rules, ['is a symbolic link (to ../real.rules)']),
+    ('rules-symlink-loop', {'devices': ['dm-0'], 'read_ahead_kb': 32}, _loop_rules, ['symlink loop']),
+    ('rules-directory', {'devices': ['dm-0'], 'read_ahead_kb': 32}, _dir_rules, ['is a directory']),
+    ('rules-missing-dir', {'devices': ['dm-0'], 'read_ahead_kb': 32, 'rules_file': '/etc/udev/nodir/90-x.rules'},
+     None, ['does not exist. Create it first']),
+    ('rules-immutable', {'devices': ['dm-0'], 'read_ahead_kb': 32}, _immutable_rules, ['is immutable (chattr +i)']),
+    ('loop-glob', {'devices': ['loop7'], 'read_ahead_kb': 32}, _hostile_loop('/img/*.img'),
+     ['loop7 (loop) has no stable identity', "Refused: ATTR{loop/backing_file} it contains '*'"]),
+    ('loop-alternative', {'devices': ['loop7'], 'read_ahead_kb': 32}, _hostile_loop('/img/a|b.img'), ["'|'"]),
+    ('loop-deleted', {'devices': ['loop7'], 'read_ahead_kb': 32}, _hostile_loop('/img/a.img (deleted)'),
+     ['(deleted)']),
+    ('loop-trailing-space', {'devices': ['loop7'], 'read_ahead_kb': 32}, _hostile_loop('/img/a.img '),
+     ['trailing whitespace']),
+    ('loop-too-long', {'devices': ['loop7'], 'read_ahead_kb': 32}, _hostile_loop('/' + 'x' * 520),
+     ['udev compares at most 511']),
+    ('loop-with-a-good-device', {'devices': ['dm-0', 'loop7'], 'read_ahead_kb': 32}, _hostile_loop('/img/?.img'),
+     ['loop7 (loop) has no stable identity']),
+    ('baseline-1gib', {'devices': ['dm-0'], 'state': 'absent'}, _baseline_rules(1048576),
+     ['read_ahead_kb is 1048576, not an integer from 0 to 65536']),
+    ('baseline-string', {'devices': ['dm-0'], 'state': 'absent'}, _baseline_rules('128'), ['read_ahead_kb is "128"']),
+    ('baseline-bool', {'devices': ['dm-0'], 'state': 'absent'}, _baseline_rules(True), ['read_ahead_kb is true']),
+    ('baseline-lvm', {'devices': ['dm-0'], 'state': 'absent'}, _baseline_rules(128, 'lots'),
+     ['lvm_read_ahead is "lots"']),
+]
+
+
+def _checksum_without_fifos(root):
+    """fakehost.tree_checksum, but a FIFO is recorded by its mode instead of being opened (which blocks)."""
+    import hashlib
+    import stat
+    result = {}
+    for directory, dirs, names in os.walk(root):
+        for name in sorted(dirs + names):
+            full = os.path.join(directory, name)
+            rel = os.path.relpath(full, root)
+            st = os.lstat(full)
+            if stat.S_ISLNK(st.st_mode):
+                result[rel] = ('link', os.readlink(full))
+            elif not stat.S_ISREG(st.st_mode):
+                result[rel] = ('other', oct(st.st_mode))
+            else:
+                with open(full, 'rb') as f:
+                    result[rel] = ('file', oct(st.st_mode), hashlib.sha1(f.read()).hexdigest())
+    return result
+
+
+@pytest.fixture
+def hostile_env(env):
+    env.restore = []
+    yield env
+    for undo in env.restore:
+        undo()
+
+
+@pytest.mark.parametrize('args, setup, fragments', [b[1:] for b in HOSTILE_INPUTS], ids=[b[0] for b in HOSTILE_INPUTS])
+def test_hostile_input_fails_and_changes_nothing(hostile_env, args, setup, fragments):
+    env = hostile_env
+    if setup is not None:
+        setup(env)
+    before = _checksum_without_fifos(env.root)
+    result = env.fail(args)
+    assert result['failed'] is True
+    assert not result.get('changed')
+    for fragment in fragments:
+        assert fragment in result['msg']
+    assert 'MODULE FAILURE' not in result['msg']
+    assert _checksum_without_fifos(env.root) == before
+    assert env.tools.ran('lvchange') == []
+    assert env.tools.ran('udevadm') == []
+
+
+@pytest.mark.parametrize('value', ['32', 32, 32.0, ' 32'])
+def test_read_ahead_kb_as_ascii_digits_or_int(env, value):
+    result = env.run({'devices': ['dm-0'], 'read_ahead_kb': value})
+    assert only_device(result)['after_kb'] == 32
+
+
+def test_rules_file_not_ending_in_rules_warns(env):
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32, 'rules_file': '/etc/udev/rules.d/90-x.conf'})
+    assert any('does not end in .rules: udev reads only *.rules' in w for w in env.warnings)
+    assert env.host.exists('/etc/udev/rules.d/90-x.conf')
+
+
+def test_planted_rules_file_becomes_root_0644(env):
+    full = env.host.write(RULES, udev_rules.render({LV_MATCH: 64}, {}))
+    os.chmod(full, 0o666)
+    if os.geteuid() == 0:
+        os.chown(full, 65534, 65534)
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    st = os.stat(full)
+    assert oct(st.st_mode & 0o7777) == oct(0o644)
+    if os.geteuid() == 0:
+        assert (st.st_uid, st.st_gid) == (0, 0)
+
+
+def test_failure_after_the_first_change_reports_it_and_rolls_back(env, monkeypatch):
+    def broken_write(path, content, mode=0o644, module=None, owner=(0, 0)):
+        raise OSError(13, 'Permission denied', path)
+    monkeypatch.setattr(files, 'atomic_write', broken_write)
+    result = env.fail({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert result['changed'] is True
+    assert 'writing the rules file %s failed: permission denied' % RULES in result['msg']
+    assert 'dm-0: read_ahead_kb 4096 -> 32' in result['changes']
+    assert 'vg_aem/lv_repo: LVM read-ahead auto -> 64' in result['changes']
+    assert result['rolled_back'] == ['vg_aem/lv_repo: LVM read-ahead back to auto', 'dm-0: read_ahead_kb back to 4096']
+    assert env.ra('dm-0') == 4096
+    assert env.rules() is None
+
+
+def test_lock_held_by_another_run_times_out_naming_the_file(env, monkeypatch):
+    import fcntl
+    monkeypatch.setattr(files, 'DEFAULT_LOCK_TIMEOUT', 0)
+    lock_path = files.lock_file_for(env.root, RULES)
+    os.makedirs(os.path.dirname(lock_path))
+    with open(lock_path, 'w') as holder:
+        holder.write('pid 31337\n')
+        holder.flush()
+        fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
+        before = tree_checksum(env.root)
+        result = env.fail({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert 'timed out after 0 s waiting for the lock on %s' % RULES in result['msg']
+    assert 'held by pid 31337' in result['msg']
+    assert tree_checksum(env.root) == before
+    assert env.ra('dm-0') == 4096
+
+
+def test_runs_hold_the_lock_of_the_rules_file_and_of_the_tuned_child(env, monkeypatch):
+    seen = []
+    real_run = read_ahead.run
+
+    def spy(module, root):
+        seen.extend(sorted(files._held))
+        return real_run(module, root)
+    monkeypatch.setattr(read_ahead, 'run', spy)
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert seen == sorted([files.lock_file_for(env.root, RULES),
+                           files.lock_file_for(env.root, tuned.child_profile_path(env.root))])
+    assert files._held == {}
+    seen[:] = []
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32}, check=True)
+    assert seen == []  # check mode writes nothing and takes no lock
+
+
+def test_xen_vbd_is_persisted_by_its_xenbus_node(env):
+    parent = '/sys/devices/vbd-51760'
+    env.host.write(parent + '/nodename', 'device/vbd/51760\n')
+    env.host.mkdir('/sys/bus/xen')
+    env.host.symlink(parent + '/subsystem', '../../bus/xen')
+    devdir = env.host.add_disk('xvdd', '202:48', read_ahead_kb=4096, parent=parent, udev={'SUBSYSTEM': 'block'})
+    env.host.symlink(devdir + '/device', '../../../vbd-51760')
+    result = env.run({'devices': ['xvdd'], 'read_ahead_kb': 32})
+    entry = only_device(result)
+    assert entry['stable_id'] == {'key': 'ATTRS{nodename}', 'value': 'device/vbd/51760', 'serial': None}
+    assert env.rules()[0] == {'ATTRS{nodename}=="device/vbd/51760"': 32}
+
+
+def test_non_utf8_loop_works_with_persist_false(env):
+    devdir = env.host.add_loop('loop8', '7:8', '/img/x', read_ahead_kb=128)
+    with open(env.host.path(devdir + '/loop/backing_file'), 'wb') as f:
+        f.write(b'/img/\xff.img\n')
+    result = env.run({'devices': ['loop8'], 'read_ahead_kb': 32, 'persist': False})
+    assert only_device(result)['after_kb'] == 32
+    failed = env.fail({'devices': ['loop8'], 'read_ahead_kb': 64})
+    assert 'not valid UTF-8' in failed['msg']
