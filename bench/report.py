@@ -160,7 +160,7 @@ def read_guest_counts(path):
     if path and os.path.exists(path):
         with io.open(path, encoding='utf-8') as f:
             for line in f:
-                kind, _, rest = line.rstrip('\n').partition(' ')
+                kind, _sep, rest = line.rstrip('\n').partition(' ')
                 if kind == 'python':
                     python += 1
                 elif kind == 'tuned-adm':

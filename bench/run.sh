@@ -216,7 +216,8 @@ else
   [ ! -e "$stash/manual/aem-manual" ] || mv "$stash/manual/aem-manual" /etc/tuned/
 fi
 if [ "$(cat /etc/tuned/active_profile)" != "$want" ]; then
-  tuned-adm profile "$want"
+  tuned-adm profile $want # unquoted: active_profile may name several profiles
+  sleep 3
   for _ in $(seq 60); do
     tac /var/log/tuned/tuned.log | grep -m1 -E "starting tuning|static tuning from profile" | grep -q "static tuning" && break
     sleep 2
