@@ -218,8 +218,9 @@ fi
 if [ "$(cat /etc/tuned/active_profile)" != "$want" ]; then
   tuned-adm profile $want # unquoted: active_profile may name several profiles
   sleep 3
-  for _ in $(seq 60); do
-    tac /var/log/tuned/tuned.log | grep -m1 -E "starting tuning|static tuning from profile" | grep -q "static tuning" && break
+  for _ in $(seq 60); do # the last of the two lines must be "static tuning ... applied" (as vm.sh wait)
+    last=$(grep -E "starting tuning|static tuning from profile" /var/log/tuned/tuned.log | tail -1)
+    case $last in *"static tuning"*) break ;; esac
     sleep 2
   done
 fi
