@@ -8,7 +8,8 @@ ANSIBLE_CALLBACKS_ENABLED=aemops_bench_count); writes to the file named by BENCH
 
 A result counts as an execution on the target unless
 - the action runs on the controller only (set_fact, assert, debug, fail, meta, include/import
-  of tasks, roles or variables, add_host, group_by, pause, ...), or
+  of tasks, roles or variables, add_host, group_by, pause, validate_argument_spec (the role's
+  argument spec check), ...), or
 - the task was delegated to a host whose connection is ``local`` (the role's report tasks), or
 - it was skipped.
 Loop tasks count once per item that ran (the items' results), not once for the loop.
@@ -42,6 +43,7 @@ from ansible.plugins.callback import CallbackBase
 CONTROLLER_ACTIONS = frozenset([
     'add_host', 'assert', 'debug', 'fail', 'group_by', 'import_playbook', 'import_role', 'import_tasks',
     'include', 'include_role', 'include_tasks', 'include_vars', 'meta', 'pause', 'set_fact', 'set_stats',
+    'validate_argument_spec',
 ])
 
 
