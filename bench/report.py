@@ -8,11 +8,14 @@ Subcommands (run with the controller venv's Python):
   probe-record --label L --read-ahead KB --round R --seed S --load X --out F < ansible-output
       The result of one ``ansible -m aemops.os_tuning.io_probe`` run, with its metadata, as JSON.
       Fails when the probe failed or found another read-ahead than KB.
-  cost-record --kind K --round R --start T0 --end T1 --rc RC --load X --out F < playbook-log
-      Wall time and the PLAY RECAP counts of one ansible-playbook run, and the tasks that changed.
+  cost-record --kind K --round R --start T0 --end T1 --rc RC --load X [--tasks F] [--guest F] --out F < playbook-log
+      Wall time and the PLAY RECAP counts of one ansible-playbook run, the tasks that changed, the
+      task results that executed on the target (--tasks: the JSON lines of the aemops_bench_count
+      callback) and what the guest counted (--guest: "python" and "tuned-adm ARGS" lines).
   brief FILE...                       one line per record, for the progress log
   collect RAWDIR OUT.json             every record and the environment in one JSON document
-  render IN.json OUT.md               bench/RESULTS.md from that document
+  render IN.json OUT.md               bench/RESULTS.md from that document: the numbers are computed here
+                                      (render_context), bench/RESULTS.md.j2 lays them out (Jinja2)
 """
 
 from __future__ import absolute_import, division, print_function
@@ -37,6 +40,8 @@ DEFAULTS = {'runs': 3, 'size_mb': 256, 'reads': 2000}
 # EBS gp3 baseline (AWS documentation): 125 MiB/s and 3,000 IOPS per volume.
 GP3_MIB_S = 125
 GP3_IOPS = 3000
+# Issue 11's performance bar: module executions on the target in a no-change run of the role.
+BAR_MODULE_EXECUTIONS = 5
 KIND_LABELS = {'role': 'aem_tuning role', 'manual': 'manual playbook (ansible.builtin)'}
 
 
@@ -124,14 +129,63 @@ def parse_playbook_log(text):
     return counts, changed_tasks
 
 
+def read_task_results(path):
+    """The callback's JSON lines (bench/callback_plugins/aemops_bench_count.py), in order."""
+    if not path or not os.path.exists(path):
+        return []
+    with io.open(path, encoding='utf-8') as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def per_task(results):
+    """One entry per task, in order: its results on the target and its seconds (loop: the whole loop)."""
+    tasks = []
+    by_name = {}
+    for r in results:
+        entry = by_name.get(r['task'])
+        if entry is None:
+            entry = {'task': r['task'], 'action': r['action'], 'on_target': 0, 'seconds': 0.0,
+                     'delegated_local': r['delegated_local']}
+            by_name[r['task']] = entry
+            tasks.append(entry)
+        entry['on_target'] += 1 if r['on_target'] else 0
+        entry['seconds'] = round(entry['seconds'] + r.get('seconds', 0.0), 3)
+    return tasks
+
+
+def read_guest_counts(path):
+    """(module processes, tuned-adm argument lines) from the guest's shim logs."""
+    python = 0
+    tuned_adm = []
+    if path and os.path.exists(path):
+        with io.open(path, encoding='utf-8') as f:
+            for line in f:
+                kind, _sep, rest = line.rstrip('\n').partition(' ')
+                if kind == 'python':
+                    python += 1
+                elif kind == 'tuned-adm':
+                    tuned_adm.append(rest)
+    return python, tuned_adm
+
+
 def cmd_cost_record(args):
     counts, changed_tasks = parse_playbook_log(sys.stdin.read())
     record = {'kind': args.kind, 'round': args.round, 'first_run': args.round == 0, 'rc': args.rc,
+              'started_epoch': round(args.start, 3),
               'wall_s': round(args.end - args.start, 2), 'host_load': args.load, 'recap': counts,
               'changed_tasks': changed_tasks}
     if counts:
         # "ok" counts every task that ran and did not fail, changed ones included; "failed" the others.
         record['executed_tasks'] = counts.get('ok', 0) + counts.get('failed', 0)
+    if args.tasks:
+        results = read_task_results(args.tasks)
+        record['target_results'] = sum(1 for r in results if r['on_target'])
+        record['tasks'] = per_task(results)
+    if args.guest:
+        python, tuned_adm = read_guest_counts(args.guest)
+        record['module_processes'] = python
+        record['tuned_adm'] = tuned_adm
+        record['tuned_adm_version'] = sum(1 for a in tuned_adm if '--version' in a.split())
     write_json(args.out, record)
 
 
@@ -146,9 +200,11 @@ def cmd_brief(args):
                             r['latency']['p99_ms'], ' (noisy)' if r['noisy'] else ''))
         else:
             recap = rec['recap'] or {}
-            parts.append('%.1f s, %s tasks executed, changed=%s, rc=%s, host load %s'
+            parts.append('%.1f s, %s tasks executed, changed=%s, rc=%s, host load %s; on the target: %s task '
+                         'results, %s module processes, tuned-adm %s'
                          % (rec['wall_s'], rec.get('executed_tasks'), recap.get('changed'), rec['rc'],
-                            rec['host_load']))
+                            rec['host_load'], rec.get('target_results'), rec.get('module_processes'),
+                            rec.get('tuned_adm')))
     print('; '.join(parts))
 
 
@@ -208,15 +264,63 @@ def summarize_cost(records):
             'changed_task_names': sorted(set(t for r in repeat for t in r['changed_tasks'])),
             'host_load': spread([float(r['host_load']) for r in repeat]),
             'first_run': {'wall_s': first[0]['wall_s'], 'executed_tasks': first[0]['executed_tasks'],
-                          'changed': first[0]['recap'].get('changed', 0)} if first else None,
+                          'changed': first[0]['recap'].get('changed', 0),
+                          'target_results': first[0].get('target_results'),
+                          'module_processes': first[0].get('module_processes'),
+                          'tuned_adm_version': first[0].get('tuned_adm_version')} if first else None,
         }
+        if all('module_processes' in r and 'target_results' in r for r in repeat):
+            summary[kind].update({
+                'target_results': spread([r['target_results'] for r in repeat]),
+                'module_processes': spread([r['module_processes'] for r in repeat]),
+                'tuned_adm_version': spread([r['tuned_adm_version'] for r in repeat]),
+                'tuned_adm_processes': spread([len(r['tuned_adm']) for r in repeat]),
+                'tuned_adm_args': sorted(set(a for r in repeat for a in r['tuned_adm'])),
+                'tasks': task_medians(repeat),
+            })
     if 'role' in summary and 'manual' in summary:
-        summary['ratio_role_to_manual'] = {
-            'wall_s': round(summary['role']['wall_s']['median'] / summary['manual']['wall_s']['median'], 2),
-            'executed_tasks': round(summary['role']['executed_tasks']['median']
-                                    / summary['manual']['executed_tasks']['median'], 2),
+        role, manual = summary['role'], summary['manual']
+        ratio = summary['ratio_role_to_manual'] = {
+            'wall_s': round(role['wall_s']['median'] / manual['wall_s']['median'], 2),
+            'executed_tasks': round(role['executed_tasks']['median'] / manual['executed_tasks']['median'], 2),
         }
+        if 'module_processes' in role and 'module_processes' in manual:
+            ratio['target_results'] = round(role['target_results']['median'] / manual['target_results']['median'], 2)
+            ratio['module_processes'] = round(role['module_processes']['median']
+                                              / manual['module_processes']['median'], 2)
+            summary['bar'] = [
+                bar_line('wall time of a no-change run, role / manual (medians)', ratio['wall_s'], 1.0, 'x'),
+                bar_line('module executions on the target in a no-change run of the role (median)',
+                         role['module_processes']['median'], BAR_MODULE_EXECUTIONS, ''),
+                bar_line('`tuned-adm --version` processes in a no-change run of the role (median)',
+                         role['tuned_adm_version']['median'], 0, ''),
+            ]
+    repeat = sorted((r for r in records if not r['first_run'] and 'started_epoch' in r), key=lambda r: r['started_epoch'])
+    if repeat:
+        summary['order'] = ['%s %s' % (r['kind'], r['round']) for r in repeat]
+        summary['alternating'] = all(a['kind'] != b['kind'] for a, b in zip(repeat, repeat[1:]))
     return summary
+
+
+def bar_line(what, value, limit, unit):
+    return {'what': what, 'value': value, 'limit': limit, 'unit': unit, 'met': value <= limit}
+
+
+def task_medians(repeat):
+    """Per task of the repeat runs (in the first run's order): median seconds and results on the target."""
+    names = []
+    for r in repeat:
+        for t in r['tasks']:
+            if t['task'] not in [n['task'] for n in names]:
+                names.append(t)
+    rows = []
+    for t in names:
+        found = [x for r in repeat for x in r['tasks'] if x['task'] == t['task']]
+        rows.append({'task': t['task'], 'action': t['action'], 'delegated_local': t['delegated_local'],
+                     'runs': len(found),
+                     'seconds': round(statistics.median([x['seconds'] for x in found]), 2),
+                     'on_target': statistics.median([x['on_target'] for x in found])})
+    return rows
 
 
 def cmd_collect(args):
@@ -252,7 +356,10 @@ def cmd_collect(args):
 
 
 # ---------------------------------------------------------------------------------------------
-# Render
+# Render: the numbers are computed here; bench/RESULTS.md.j2 only lays them out.
+
+TEMPLATE = 'RESULTS.md.j2'
+
 
 def fmt(value, digits=1):
     return '%.*f' % (digits, value)
@@ -262,49 +369,8 @@ def fmt_ms(value):
     return fmt(value, 3 if value < 1 else 2)
 
 
-def effect_table(doc):
-    lines = ['| device | read-ahead KiB | reads per run | amplification (median) | spread (min-max) '
-             '| page cache x (median) | device MiB per read | p50 ms | p99 ms | noisy runs |',
-             '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|']
-    for row in doc['effect']['summary']:
-        amp = row['read_amplification']
-        reads = '/'.join(str(n) for n in row['reads'])
-        if row['reads_capped']:
-            reads += ' (capped from %d)' % row['reads_requested']
-        lines.append('| %s `%s` | %d (%s) | %s | **%sx** | %sx-%sx | %sx | %s | %s (%s-%s) | %s (%s-%s) | %d/%d |' % (
-            DEVICE_LABELS.get(row['label'], row['label']), row['device'], row['read_ahead_kb'],
-            READ_AHEAD_NOTES.get(row['read_ahead_kb'], ''), reads, fmt(amp['median']), fmt(amp['min']),
-            fmt(amp['max']), fmt(row['page_cache_amplification']['median']),
-            fmt(row['device_mib_per_read']['median'], 3),
-            fmt_ms(row['p50_ms']['median']), fmt_ms(row['p50_ms']['min']), fmt_ms(row['p50_ms']['max']),
-            fmt_ms(row['p99_ms']['median']), fmt_ms(row['p99_ms']['min']), fmt_ms(row['p99_ms']['max']),
-            row['noisy_runs'], row['runs']))
-    lines.append('| physical limit (any device) | - | - | **1.0x** | - | 1.0x | %s | - | - | - |'
-                 % fmt(doc['config']['record_kb'] / 1024.0, 3))
-    return lines
-
-
-def cost_table(doc):
-    summary = doc['cost']['summary']
-    lines = ['| playbook | repeat runs | tasks executed (ok+failed) | skipped | changed | wall time s (median) '
-             '| spread s (min-max) | s per task | host load | first run: s / tasks / changed |',
-             '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|']
-    for kind in ('role', 'manual'):
-        s = summary.get(kind)
-        if not s:
-            continue
-        first = s['first_run']
-        lines.append('| %s | %d | %s | %s | %s | **%s** | %s-%s | %s | %s | %s |' % (
-            KIND_LABELS[kind], s['repeat_runs'], fmt(s['executed_tasks']['median'], 0),
-            fmt(s['skipped_tasks']['median'], 0), fmt(s['changed_tasks']['median'], 0),
-            fmt(s['wall_s']['median']), fmt(s['wall_s']['min']), fmt(s['wall_s']['max']),
-            fmt(s['wall_s']['median'] / s['executed_tasks']['median']), fmt(s['host_load']['median'], 2),
-            '%s / %d / %d' % (fmt(first['wall_s']), first['executed_tasks'], first['changed']) if first else '-'))
-    ratio = summary.get('ratio_role_to_manual')
-    if ratio:
-        lines.append('| **ratio role / manual** | | **%.2f** | | | **%.2f** | | | | |'
-                     % (ratio['executed_tasks'], ratio['wall_s']))
-    return lines
+def thousands(value):
+    return '{:,}'.format(int(value))
 
 
 def row_for(doc, label, ra):
@@ -314,152 +380,59 @@ def row_for(doc, label, ra):
     return None
 
 
-def headline(doc):
-    lines = []
+def headline_rows(doc):
+    rows = []
     for label in DEVICE_LABELS:
         a, b, c = (row_for(doc, label, ra) for ra in (4096, 128, 32))
         if a and c:
-            lines.append('- %s: read amplification %sx at 4096 KiB, %sx at 128 KiB, %sx at 32 KiB (limit 1.0x); '
-                         'p99 %s ms -> %s ms -> %s ms.'
-                         % (DEVICE_LABELS[label], fmt(a['read_amplification']['median']),
-                            fmt(b['read_amplification']['median']) if b else '-',
-                            fmt(c['read_amplification']['median']), fmt_ms(a['p99_ms']['median']),
-                            fmt_ms(b['p99_ms']['median']) if b else '-', fmt_ms(c['p99_ms']['median'])))
-    ratio = doc['cost']['summary'].get('ratio_role_to_manual')
-    if ratio:
-        s = doc['cost']['summary']
-        lines.append('- Cost of a repeat run: the role %s s for %s tasks, the manual playbook %s s for %s tasks: '
-                     'ratio %.2f in wall time, %.2f in tasks.'
-                     % (fmt(s['role']['wall_s']['median']), fmt(s['role']['executed_tasks']['median'], 0),
-                        fmt(s['manual']['wall_s']['median']), fmt(s['manual']['executed_tasks']['median'], 0),
-                        ratio['wall_s'], ratio['executed_tasks']))
-    return lines
+            rows.append({'device': DEVICE_LABELS[label], 'at': [a, b, c]})
+    return rows
 
 
-def notes(doc):
-    cfg = doc['config']
-    vm = doc['vm']
-    out = []
-    accel = doc['host']['accel'].upper()
-    out.append('- **What is emulated.** QEMU (%s) emulates the NVMe controller and the virtio disk; both are qcow2 '
-               'overlays (`%s`) on the host\'s %s file system, with the host\'s page cache beneath them. A device '
-               'read in the guest is a read of a file on the host, usually served from the host\'s RAM (the probe '
-               'has just written its scratch file), through an emulator running under %s. Absolute latencies are '
-               'therefore not those of EBS on EC2, where every I/O crosses the network (AWS quotes single-digit '
-               'milliseconds for gp3) and each volume has a throughput and IOPS cap that amplified reads use up; '
-               'compare the rows with each other, not with production.'
-               % (accel, doc['host']['disk_cache'], doc['host']['overlay_fs'], accel))
-    out.append('- **What the amplification counts.** Bytes the governing block device (`%s`, `%s`) read during the '
-               'reads, from `/sys/block/<dev>/stat`, divided by the bytes asked for (reads x %d KiB). It does not '
-               'depend on the emulation: it is what the guest kernel asks the disk for, and it is what would use up '
-               'an EBS volume\'s throughput. The page-cache column (pages of the scratch file resident afterwards, '
-               'by mincore) is a noise-free cross-check; "noisy" marks runs where other I/O on the device was more '
-               'than 10%% of the figure.' % (vm.get('nvme_dev'), vm.get('lv_dev'), cfg['record_kb']))
-    out.append('- **Reading the effect table.** A page fault in a memory-mapped file makes the kernel read one '
-               'read-ahead window around the faulting page, so the expected amplification of an isolated %d KiB '
-               'read is about read-ahead / record: %s. The measured values sit a little below that, because windows '
-               'overlap and the ends of the file clip them. %s' % (
-                   cfg['record_kb'], ', '.join('%dx at %d KiB' % (ra // cfg['record_kb'], ra)
-                                               for ra in cfg['read_aheads_kb']), gp3_note(doc)))
-    diff = device_difference(doc)
-    if diff:
-        out.append(diff)
-    out.append('- **Sparse cap.** io_probe keeps reads x max(read-ahead, record) within 25%% of its %d MiB scratch '
-               'file, so at 4096 KiB each run makes only %s reads and at 128 KiB %s (of %d requested); at 4096 KiB '
-               'the p99 is therefore close to the maximum of the run. Every value runs in each of the %d rounds, the order of the '
-               'values rotated between rounds; one seed per round (4242, 4243, ...), the same for every device and '
-               'value.' % (cfg['size_mb'], reads_at(doc, 4096), reads_at(doc, 128), cfg['reads'], cfg['runs']))
-    out.append('- **How read-ahead was held.** For the effect tables tuned was stopped (`systemctl stop tuned`, which '
-               'rolls its settings back) and each value was written to `/sys/block/<dev>/queue/read_ahead_kb` '
-               'before the probe; io_probe reads the value back and the run fails if it differs. 4096 is the value '
-               'tuned %s sets in the preset (`throughput-performance`, `readahead=>4096`), written by hand here. '
-               'Then tuned was started again, the preset\'s 4096 KiB checked, and the role applied.'
-               % vm.get('tuned', '?'))
-    cross = doc['effect'].get('role_crosscheck') or []
-    if cross:
-        out.append('- **After the role.** With tuned running the role\'s child profile, one probe per device at '
-                   'the value the role left (seed 4242, as in round 1): %s.' % '; '.join(
-                       '%s `%s` read_ahead_kb=%d: %sx, p50 %s ms, p99 %s ms' % (
-                           DEVICE_LABELS.get(p['label'], p['label']), p['result']['device'],
-                           p['result']['read_ahead_kb'], fmt(p['result']['read_amplification']),
-                           fmt_ms(p['result']['latency']['p50_ms']), fmt_ms(p['result']['latency']['p99_ms']))
-                       for p in cross))
-    out.append('- **Cost.** Wall time of `ansible-playbook` on the controller, from start to exit; tasks executed '
-               'from the PLAY RECAP (ok + failed: `ok` includes the changed ones; skipped tasks listed apart). '
-               'Both playbooks use gather_facts: false (the role gathers the minimal subset it needs), SSH '
-               'pipelining, and the same VM, one after the other: first the role (a first run, then %d repeat '
-               'runs), then the manual playbook (the same). Tasks are not equal units: a module run in the guest '
-               'costs seconds under TCG (Python starts on an emulated CPU), once per loop item (the manual '
-               'playbook loops over 3 devices and 2 THP files), while set_fact, assert and debug, and the role\'s '
-               'report tasks delegated to the controller, cost little; hence the different seconds per task, and '
-               'wall time is the ratio that counts. The manual playbook reads its values back and asserts them, '
-               'as the role verifies; it does not do what the role does beyond that (facts and the snapshot '
-               'before, tuned-adm verify, rules matched by stable ids, LVM metadata, conflict checks, the report).'
-               % cfg['runs'])
-    role = doc['cost']['summary'].get('role')
-    manual = doc['cost']['summary'].get('manual')
-    if role and manual:
-        hi, lo = max(role['host_load']['median'], manual['host_load']['median']), \
-            min(role['host_load']['median'], manual['host_load']['median'])
-        if lo > 0 and hi / lo > 1.2:
-            out.append('- **Load during the cost runs differed:** the host\'s load average was %s (median) at the '
-                       'start of the role\'s repeat runs and %s at the manual playbook\'s. Both run in the same '
-                       'emulated guest, so the more loaded side is slowed down; the wall-time ratio carries that '
-                       'error (the task counts do not).'
-                       % (fmt(role['host_load']['median'], 2), fmt(manual['host_load']['median'], 2)))
-    if role and role['changed_tasks']['max'] > 0:
-        out.append('- **The role\'s repeat runs were not no-change runs:** changed=%s (median) in the repeat runs, '
-                   'from the tasks: %s. Their wall time includes that work (rewriting the tuned profile and '
-                   're-activating it), so the ratio is higher than it would be for an idempotent run.'
-                   % (fmt(role['changed_tasks']['median'], 0),
-                      ', '.join('"%s"' % t for t in role['changed_task_names'])))
-    if manual and manual['changed_tasks']['max'] > 0:
-        out.append('- The manual playbook\'s repeat runs reported changes (changed=%s, tasks: %s).'
-                   % (fmt(manual['changed_tasks']['median'], 0),
-                      ', '.join('"%s"' % t for t in manual['changed_task_names'])))
-    load = doc.get('host_load_1min')
-    if load:
-        out.append('- **Noise.** The host has %s cores and ran other VMs and tests at the same time: its 1-minute '
-                   'load average was %s-%s (median %s) at the start of the measurements. Medians of %d runs are '
-                   'reported with their min-max spread; every run is in `bench/results.json`.'
-                   % (doc['host']['host_cpus'], fmt(load['min'], 2), fmt(load['max'], 2), fmt(load['median'], 2),
-                      cfg['runs']))
-    return out
+def effect_rows(doc):
+    rows = []
+    for row in doc['effect']['summary']:
+        reads = '/'.join(str(n) for n in row['reads'])
+        if row['reads_capped']:
+            reads += ' (capped from %d)' % row['reads_requested']
+        rows.append(dict(row, device_label=DEVICE_LABELS.get(row['label'], row['label']), reads_text=reads,
+                         note=READ_AHEAD_NOTES.get(row['read_ahead_kb'], '')))
+    return rows
 
 
-def gp3_note(doc):
+def cost_rows(doc):
+    summary = doc['cost']['summary']
+    rows = []
+    for kind in ('role', 'manual'):
+        s = summary.get(kind)
+        if s:
+            rows.append(dict(s, kind=kind, label=KIND_LABELS[kind],
+                             s_per_task=s['wall_s']['median'] / s['executed_tasks']['median']))
+    return rows
+
+
+def gp3_parts(doc):
     """What the measured device MiB per read means for a volume's throughput cap (arithmetic, not measured)."""
     parts = []
     for ra in doc['config']['read_aheads_kb']:
         rows = [r for r in doc['effect']['summary'] if r['read_ahead_kb'] == ra]
         if rows:
             per_read = max(r['device_mib_per_read']['median'] for r in rows)
-            parts.append('%s faults/s at %d KiB (%s MiB per read)'
-                         % ('{:,}'.format(int(GP3_MIB_S / per_read)), ra, fmt(per_read, 3)))
-    if not parts:
-        return ''
-    return ('For scale (arithmetic, not measured): an EBS gp3 volume has a baseline of %d MiB/s and %s IOPS; at the '
-            'device MiB per read measured here (the larger of the two devices) its throughput allows about %s. '
-            'Where that is above %s, the IOPS cap binds first.'
-            % (GP3_MIB_S, '{:,}'.format(GP3_IOPS), ', '.join(parts), '{:,}'.format(GP3_IOPS)))
+            parts.append({'read_ahead_kb': ra, 'per_read': per_read, 'faults_per_s': int(GP3_MIB_S / per_read)})
+    return parts
 
 
-def device_difference(doc):
-    """A note when the two devices differ at the same read-ahead by more than their spread."""
-    notes_ = []
+def device_differences(doc):
+    """The read-ahead values at which the two devices differ by more than their spread."""
+    found = []
     for ra in doc['config']['read_aheads_kb']:
         a, b = row_for(doc, 'nvme', ra), row_for(doc, 'lv', ra)
         if not a or not b:
             continue
         amp_a, amp_b = a['read_amplification'], b['read_amplification']
         if amp_a['max'] < amp_b['min'] or amp_b['max'] < amp_a['min']:
-            notes_.append('%d KiB (NVMe %sx, LV %sx)' % (ra, fmt(amp_a['median']), fmt(amp_b['median'])))
-    if not notes_:
-        return None
-    return ('- **The two devices differ** at %s, in every run. Their file systems differ (%s on the NVMe disk, '
-            '%s on the LV; the kernel\'s page cache handles them differently, for example XFS uses large folios on '
-            'Linux 6.1 and ext4 does not); the bench does not isolate the cause.'
-            % (', '.join(notes_), doc['vm'].get('nvme_fs'), doc['vm'].get('lv_fs')))
+            found.append({'read_ahead_kb': ra, 'nvme': amp_a['median'], 'lv': amp_b['median']})
+    return found
 
 
 def reproduce_args(cfg):
@@ -475,62 +448,69 @@ def reads_at(doc, ra):
     return '/'.join(str(v) for v in sorted(values)) or '-'
 
 
-def cmd_render(args):
-    doc = read_json(args.json)
-    cfg, vm, host = doc['config'], doc['vm'], doc['host']
+def load_difference(summary):
+    """The two sides' median loads when they differ by more than 20%, else None."""
+    role, manual = summary.get('role'), summary.get('manual')
+    if not role or not manual:
+        return None
+    a, b = role['host_load']['median'], manual['host_load']['median']
+    hi, lo = max(a, b), min(a, b)
+    return {'role': a, 'manual': b} if lo > 0 and hi / lo > 1.2 else None
+
+
+def costly_tasks(summary, kind, limit=8):
+    """The kind's tasks by median seconds, most expensive first."""
+    tasks = (summary.get(kind) or {}).get('tasks') or []
+    return sorted(tasks, key=lambda t: -t['seconds'])[:limit]
+
+
+def checkout(host):
+    commit = host.get('git_commit')
+    if not commit:
+        return None
+    return {'commit': commit, 'dirty': host.get('git_dirty', ''), 'dirty_code': host.get('git_dirty_code', '')}
+
+
+def render_context(doc):
+    cfg = doc['config']
+    summary = doc['cost']['summary']
     minutes, seconds = divmod(doc['duration_s'], 60)
-    lines = [
-        '# make bench: results',
-        '',
-        'Measured %s by `make bench` (`bench/run.sh`, %d min %d s). Every number below is computed from '
-        '`bench/results.json`, which holds each run\'s raw module and playbook results.' % (doc['started'], minutes, seconds),
-        '',
-        '## Headline',
-        '',
-    ] + headline(doc) + [
-        '',
-        '## Setup',
-        '',
-        '| | |',
-        '|---|---|',
-        '| date | %s |' % doc['started'],
-        '| reproduce | `make bench` (`bench/run.sh`)%s |' % reproduce_args(cfg),
-        '| VM | QEMU %s, %s (%s), %s vCPUs (%s), %s MiB RAM |' % (
-            host['qemu'], host['accel'].upper(), 'software emulation, no KVM' if host['accel'] == 'tcg' else 'KVM',
-            vm['cpus'], vm['cpu_model'], vm['mem_mib']),
-        '| guest | %s, kernel %s, tuned %s (profile `%s`), THP at start `%s` |' % (
-            vm['os'], vm['kernel'], vm['tuned'], vm['tuned_profile'], vm['thp']),
-        '| NVMe data disk | `%s`: QEMU NVMe controller (model "%s", serial %s), %s MiB, %s made by the bench, '
-        'mounted at /srv/nvme-probe |' % (vm['nvme_dev'], vm['nvme_model'], vm['nvme_serial'], vm['nvme_size_mib'],
-                                          vm['nvme_fs']),
-        '| LV | `%s` = %s on virtio-blk `%s`, %s MiB, %s, the AEM repository /srv/aem/crx-quickstart/repository |' % (
-            vm['lv_dev'], vm['lv_name'], vm['lv_slaves'], vm['lv_size_mib'], vm['lv_fs']),
-        '| disk backing | qcow2 overlays, `%s`, on the host\'s %s |' % (host['disk_cache'], host['overlay_fs']),
-        '| checkout | %s |' % host.get('git_commit', 'not recorded'),
-        '| host | %s cores (%s), %s MiB, kernel %s, ansible-core %s |' % (
-            host['host_cpus'], host['host_cpu_model'], host['host_mem_mib'], host['host_kernel'], host['ansible']),
-        '| probe | `ansible -m aemops.os_tuning.io_probe`: method mmap, %d KiB records at random offsets, %d MiB '
-        'scratch file, %d reads requested, %d runs per row |' % (cfg['record_kb'], cfg['size_mb'], cfg['reads'],
-                                                                 cfg['runs']),
-        '',
-        '## Effect: random %d KiB reads through mmap' % cfg['record_kb'],
-        '',
-        'Medians of %d runs; p50 and p99 are the medians of the runs\' percentiles, with their min-max in '
-        'parentheses.' % cfg['runs'],
-        '',
-    ] + effect_table(doc) + [
-        '',
-        '## Cost: a repeat run of the role against the manual playbook',
-        '',
-        'Repeat runs on the same VM after a first run that applied the settings; medians of %d runs.' % cfg['runs'],
-        '',
-    ] + cost_table(doc) + [
-        '',
-        '## Notes',
-        '',
-    ] + notes(doc) + ['']
+    return {
+        'doc': doc, 'cfg': cfg, 'vm': doc['vm'], 'host': doc['host'], 'cost': summary,
+        'minutes': minutes, 'seconds': seconds,
+        'reproduce_args': reproduce_args(cfg),
+        'checkout': checkout(doc['host']),
+        'headline': headline_rows(doc),
+        'effect_rows': effect_rows(doc),
+        'cost_rows': cost_rows(doc),
+        'physical_mib_per_read': cfg['record_kb'] / 1024.0,
+        'expected_amp': [{'read_ahead_kb': ra, 'x': ra // cfg['record_kb']} for ra in cfg['read_aheads_kb']],
+        'gp3': {'mib_s': GP3_MIB_S, 'iops': GP3_IOPS, 'parts': gp3_parts(doc)},
+        'device_differences': device_differences(doc),
+        'reads_at_4096': reads_at(doc, 4096), 'reads_at_128': reads_at(doc, 128),
+        'crosscheck': [dict(p, device_label=DEVICE_LABELS.get(p['label'], p['label']))
+                       for p in doc['effect'].get('role_crosscheck') or []],
+        'load_difference': load_difference(summary),
+        'load': doc.get('host_load_1min'),
+        'costly_role_tasks': costly_tasks(summary, 'role'),
+        'costly_manual_tasks': costly_tasks(summary, 'manual'),
+        'bar_module_executions': BAR_MODULE_EXECUTIONS,
+    }
+
+
+def render(doc):
+    import jinja2  # the controller venv has it (ansible-core depends on it)
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.dirname(os.path.abspath(__file__))),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True, autoescape=False)
+    env.filters.update({'f': fmt, 'ms': fmt_ms, 'thousands': thousands})
+    return env.get_template(TEMPLATE).render(**render_context(doc))
+
+
+def cmd_render(args):
+    text = render(read_json(args.json))
     with io.open(args.md, 'w', encoding='utf-8') as f:
-        f.write('\n'.join(lines))
+        f.write(text)
 
 
 def main(argv=None):
@@ -552,6 +532,8 @@ def main(argv=None):
     p.add_argument('--end', type=float, required=True)
     p.add_argument('--rc', type=int, required=True)
     p.add_argument('--load', required=True)
+    p.add_argument('--tasks')
+    p.add_argument('--guest')
     p.add_argument('--out', required=True)
     p.set_defaults(func=cmd_cost_record)
     p = sub.add_parser('brief')

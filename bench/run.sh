@@ -13,10 +13,18 @@
 #      before each probe; the probe reads the value back and the run fails on a mismatch.
 #      BENCH_RUNS rounds, the order of the read-ahead values rotated each round; one seed per
 #      round, the same for every device and value.
-#   2. Cost: wall time and executed tasks of the aem_tuning role (bench/playbooks/role.yml)
-#      against a hand-written ansible.builtin playbook doing the same (bench/playbooks/manual.yml):
-#      a first run of each that applies, then BENCH_RUNS repeat runs of each (no change expected).
-#      Between them, one probe per device at the value the role left, with tuned running.
+#   2. Cost: wall time and executions on the target of the aem_tuning role
+#      (bench/playbooks/role.yml) against a hand-written ansible.builtin playbook doing the same
+#      (bench/playbooks/manual.yml): a first run of each that applies (between them, one probe per
+#      device at the value the role left, with tuned running), then BENCH_RUNS rounds of repeat
+#      runs (no change expected), alternating role, manual, role, manual... so that the host's
+#      load affects both alike. Before each repeat run (untimed) the guest is given back that
+#      playbook's own state: its tuned profile active, the other's udev rule and tuned profile
+#      moved aside (they would compete). Counted per run: task results on the target (callback
+#      bench/callback_plugins/aemops_bench_count.py), module processes in the guest (the
+#      inventory's interpreter is a logging shim for /usr/bin/python3) and tuned-adm processes
+#      with their arguments (a logging shim bind-mounted over /usr/sbin/tuned-adm). The shims
+#      live in /usr/local/lib/aemops-bench and are removed after the cost runs.
 #   3. bench/results.json (everything measured, committed) and bench/RESULTS.md (tables and
 #      notes, rendered from the JSON by bench/report.py). Raw outputs and logs go to bench/raw/
 #      (not committed).
@@ -111,7 +119,10 @@ EOF
   echo "host_cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
   echo "host_mem_mib=$(($(sed -n 's/^MemTotal: *\([0-9]*\) kB/\1/p' /proc/meminfo) / 1024))"
   echo "ansible=$(ansible --version | sed -n '1s/^ansible \[core \(.*\)\]$/\1/p')"
-  echo "git_commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- plugins roles || echo ' (plugins/roles modified)')"
+  echo "git_commit=$(git rev-parse HEAD)"
+  echo "git_dirty=$(git status --porcelain --untracked-files=no | awk '{print $2}' | paste -sd' ' -)"
+  echo "git_dirty_code=$(git status --porcelain --untracked-files=no -- plugins roles | awk '{print $2}' | paste -sd' ' -)"
+  echo "nvme_caps=${AEMOPS_VM_NVME_CAPS:-none}"
   echo "runs=$runs"
   echo "size_mb=$size_mb"
   echo "reads=$reads"
@@ -163,15 +174,79 @@ if [ "$(sort -u "$raw/ra-before-role.txt")" != 4096 ]; then
   exit 1
 fi
 
+shim=/usr/local/lib/aemops-bench
+count_inventory=$AEMOPS_VM_RUN/inventory-count.ini
+stash=/root/aemops-bench-stash
+log "cost: counting shims in the guest ($shim): python3 as the inventory's interpreter, tuned-adm bind-mounted"
+guest bash -s -- "$shim" <<'EOF'
+set -euo pipefail
+shim=$1
+install -d -m 0755 "$shim"
+cp /usr/sbin/tuned-adm "$shim/tuned-adm.real"
+printf '#!/bin/sh\nprintf "%%s\\n" "$*" >>%s/tuned-adm.log\nexec %s/tuned-adm.real "$@"\n' "$shim" "$shim" >"$shim/tuned-adm"
+printf '#!/bin/sh\necho python >>%s/python.log\nexec /usr/bin/python3 "$@"\n' "$shim" >"$shim/python3"
+chmod 0755 "$shim/tuned-adm" "$shim/python3"
+: >"$shim/tuned-adm.log"
+: >"$shim/python.log"
+mount --bind "$shim/tuned-adm" /usr/sbin/tuned-adm
+tuned-adm --version >/dev/null
+grep -qx -- --version "$shim/tuned-adm.log"
+"$shim/python3" -c 'pass'
+grep -qx python "$shim/python.log"
+: >"$shim/tuned-adm.log"
+: >"$shim/python.log"
+EOF
+sed "s#ansible_python_interpreter=/usr/bin/python3#ansible_python_interpreter=$shim/python3#" "$inventory" >"$count_inventory"
+grep -q "ansible_python_interpreter=$shim/python3" "$count_inventory" ||
+  { echo "bench: cannot set the counting interpreter in $count_inventory" >&2; exit 1; }
+
+# world KIND: before a repeat run of KIND (untimed), leave in the guest only KIND's own state: its
+# tuned profile active (tuned settled), the other playbook's udev rule and tuned profile moved to
+# $stash (the role reports the manual's udev rule as a competing rule); then empty the logs.
+world() {
+  guest bash -s -- "$1" "$shim" "$stash" <<'EOF'
+set -euo pipefail
+kind=$1 shim=$2 stash=$3
+mkdir -p "$stash/manual"
+if [ "$kind" = role ]; then
+  want=$(cat "$stash/role.profile")
+else
+  want=aem-manual
+  [ ! -e "$stash/manual/99-aem-read-ahead.rules" ] || mv "$stash/manual/99-aem-read-ahead.rules" /etc/udev/rules.d/
+  [ ! -e "$stash/manual/aem-manual" ] || mv "$stash/manual/aem-manual" /etc/tuned/
+fi
+if [ "$(cat /etc/tuned/active_profile)" != "$want" ]; then
+  tuned-adm profile $want # unquoted: active_profile may name several profiles
+  sleep 3
+  for _ in $(seq 60); do # the last of the two lines must be "static tuning ... applied" (as vm.sh wait)
+    last=$(grep -E "starting tuning|static tuning from profile" /var/log/tuned/tuned.log | tail -1)
+    case $last in *"static tuning"*) break ;; esac
+    sleep 2
+  done
+fi
+if [ "$kind" = role ]; then
+  [ ! -e /etc/udev/rules.d/99-aem-read-ahead.rules ] || mv /etc/udev/rules.d/99-aem-read-ahead.rules "$stash/manual/"
+  [ ! -e /etc/tuned/aem-manual ] || mv /etc/tuned/aem-manual "$stash/manual/"
+fi
+: >"$shim/tuned-adm.log"
+: >"$shim/python.log"
+EOF
+}
+
 # play KIND ROUND: one ansible-playbook run of bench/playbooks/KIND.yml, timed; ROUND 0 is the first run.
 play() {
   local kind=$1 round=$2 out=$raw/cost/$1-$2 load t0 t1 rc=0
+  rm -f "$out.tasks.jsonl"
   load=$(hostload)
   t0=$(now)
-  BENCH_REPORT_DIR=$raw/reports ansible-playbook -i "$inventory" "bench/playbooks/$kind.yml" >"$out.log" 2>&1 || rc=$?
+  BENCH_REPORT_DIR=$raw/reports BENCH_COUNT_OUT=$out.tasks.jsonl \
+    ANSIBLE_CALLBACK_PLUGINS=$top/bench/callback_plugins ANSIBLE_CALLBACKS_ENABLED=aemops_bench_count \
+    ansible-playbook -i "$count_inventory" "bench/playbooks/$kind.yml" >"$out.log" 2>&1 || rc=$?
   t1=$(now)
+  guest "sed 's/^/python /' $shim/python.log; sed 's/^/tuned-adm /' $shim/tuned-adm.log; : >$shim/python.log; : >$shim/tuned-adm.log" \
+    >"$out.guest.txt"
   "$py" "$report" cost-record --kind "$kind" --round "$round" --start "$t0" --end "$t1" --rc "$rc" \
-    --load "$load" --out "$out.json" <"$out.log"
+    --load "$load" --tasks "$out.tasks.jsonl" --guest "$out.guest.txt" --out "$out.json" <"$out.log"
   log "$kind run $round: $("$py" "$report" brief "$out.json")"
   if [ "$rc" != 0 ]; then
     tail -40 "$out.log" >&2
@@ -182,13 +257,26 @@ play() {
 
 log "cost: the role, first run (applies)"
 play role 0
+guest "mkdir -p $stash && cat /etc/tuned/active_profile | tee $stash/role.profile" >"$raw/role-profile.txt"
 log "cross-check: one probe per device at the value the role left, tuned running"
 probe nvme "$nvme_mnt" 32 role 4242
 probe lv "$lv_path" 32 role 4242
-log "cost: the role, $runs repeat runs"
-for round in $(seq 1 "$runs"); do play role "$round"; done
-log "cost: the manual playbook, first run (applies), then $runs repeat runs"
-for round in $(seq 0 "$runs"); do play manual "$round"; done
+log "cost: the manual playbook, first run (applies)"
+play manual 0
+log "cost: $runs rounds of repeat runs, alternating role and manual"
+for round in $(seq 1 "$runs"); do
+  for kind in role manual; do
+    world "$kind"
+    play "$kind" "$round"
+  done
+done
+log "removing the counting shims"
+guest bash -s -- "$shim" >"$raw/shims-removed.txt" <<'EOF'
+set -euo pipefail
+umount /usr/sbin/tuned-adm
+rm -rf "$1"
+head -1 /usr/sbin/tuned-adm
+EOF
 "$vm" facts >"$raw/facts-end.txt"
 
 "$vm" down --purge

@@ -66,6 +66,36 @@ vm_accel() {
 	cat "$stamp"
 }
 
+# EBS-like caps on the two NVMe drives: QEMU block throttling (-drive
+# throttling.*) from AEMOPS_VM_NVME_CAPS, printed as the drive suboptions.
+#   none (default): unthrottled, as before
+#   gp3:  3000 IOPS, 125 MiB/s  (EBS gp3 baseline)
+#   io2:  16000 IOPS, 1000 MiB/s (io2 on a non-Block-Express instance: the
+#         per-volume throughput maximum; 16000 IOPS provisioned)
+#   seed: 3000 IOPS, 250 MiB/s  (gp2's throughput maximum: the seed's plateau)
+#   iops=N,mibps=M: explicit
+# Each cap applies per drive. iops-size=256 KiB counts a larger request as
+# several I/Os, as EBS does for SSD volumes. gp3 and io2 have no burst
+# credits, so no throttling.*-max is set.
+vm_nvme_caps() {
+	local spec=${1:-none} iops mibps
+	case $spec in
+	none) return 0 ;;
+	gp3) iops=3000 mibps=125 ;;
+	io2) iops=16000 mibps=1000 ;;
+	seed) iops=3000 mibps=250 ;;
+	iops=*,mibps=*) iops=${spec#iops=} iops=${iops%%,*} mibps=${spec#*,mibps=} ;;
+	*) iops= ;;
+	esac
+	case $iops:$mibps in
+	[1-9]*:[1-9]*) case $iops$mibps in *[!0-9]*) iops= ;; esac ;;
+	*) iops= ;;
+	esac
+	[ -n "$iops" ] || die "AEMOPS_VM_NVME_CAPS must be none, gp3, io2, seed or iops=N,mibps=M (got '$spec')"
+	printf ',throttling.iops-total=%s,throttling.bps-total=%s,throttling.iops-size=262144' \
+		"$iops" $((mibps * 1048576))
+}
+
 # Print the qemu command line, one argument per line.
 #   vm_qemu_args DISKDIR KERNELDIR ACCEL NVME_ORDER(ab|ba) SERIAL_LOG [APPEND]
 # DISKDIR holds root/lvm/data/nvme-a/nvme-b .qcow2. KERNELDIR holds vmlinuz
@@ -75,8 +105,9 @@ vm_accel() {
 # and 0x11; "ba" puts disk b in the first slot, so the guest names it nvme0n1.
 vm_qemu_args() {
 	local disks=$1 kdir=$2 accel=$3 order=$4 serial=$5 append=${6:-$VM_APPEND}
-	local d slot_a=0x10 slot_b=0x11 rootboot=
+	local d slot_a=0x10 slot_b=0x11 rootboot="" caps
 	[ "$order" = ba ] && { slot_a=0x11; slot_b=0x10; }
+	caps=$(vm_nvme_caps "${AEMOPS_VM_NVME_CAPS:-none}") || return 1
 	printf '%s\n' -nodefaults -display none -name aemops-vm \
 		-m "$VM_MEM" -smp "$VM_SMP" -rtc base=utc
 	if [ -n "$kdir" ]; then
@@ -91,7 +122,7 @@ vm_qemu_args() {
 		printf '%s\n' -accel tcg,thread=multi
 	fi
 	for d in root lvm data nvme-a nvme-b; do
-		printf '%s\n' -drive "file=$disks/$d.qcow2,if=none,id=$d,format=qcow2,cache=unsafe,discard=unmap"
+		printf '%s\n' -drive "file=$disks/$d.qcow2,if=none,id=$d,format=qcow2,cache=unsafe,discard=unmap$([ "${d#nvme-}" = "$d" ] || echo "$caps")"
 	done
 	printf '%s\n' \
 		-device "virtio-blk-pci,drive=root,serial=aemroot,addr=0x04$rootboot" \

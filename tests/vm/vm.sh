@@ -37,6 +37,8 @@ environment:
   AEMOPS_VM_SWAP_NVME=1 (same as up --swap-nvme)   AEMOPS_VM_WAIT_TIMEOUT=$WAIT_TIMEOUT
   AEMOPS_VM_BOOT=kernel|grub (up: same as --grub when grub; default kernel)
   AEMOPS_VM_WARM_REBOOT=1 (reboot: keep the qemu process, reset in place)
+  AEMOPS_VM_NVME_CAPS=none|gp3|io2|seed|iops=N,mibps=M (up: EBS-like caps on
+                           both NVMe drives, QEMU throttling; kept for reboots)
 
 Callers should always stop the VM:  trap '$0 down' EXIT
 EOF
@@ -103,7 +105,8 @@ start_qemu() { # starts qemu in the background using $RUN state
 	for try in 1 2 3; do
 		port=$(cat "$RUN/port" 2>/dev/null || true)
 		[ -n "$port" ] || { port=$(free_port); echo "$port" >"$RUN/port"; }
-		mapfile -t args < <(vm_qemu_args "$RUN/disks" "$kdir" "$accel" "$order" "$RUN/serial.log")
+		mapfile -t args < <(AEMOPS_VM_NVME_CAPS=$(cat "$RUN/nvme-caps" 2>/dev/null || echo none) \
+			vm_qemu_args "$RUN/disks" "$kdir" "$accel" "$order" "$RUN/serial.log")
 		echo "=== qemu start $(date +%T) boot=$boot accel=$accel nvme-order=$order port=$port" >>"$RUN/serial.log"
 		if qemu-system-x86_64 "${args[@]}" \
 			-netdev "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
@@ -152,6 +155,8 @@ cmd_up() {
 	echo "$boot" >"$RUN/boot"
 	vm_accel "$image/vmlinuz" >"$RUN/accel"
 	if [ "$swap" = 1 ]; then echo ba; else echo ab; fi >"$RUN/nvme-order"
+	vm_nvme_caps "${AEMOPS_VM_NVME_CAPS:-none}" >/dev/null # dies on a bad value
+	echo "${AEMOPS_VM_NVME_CAPS:-none}" >"$RUN/nvme-caps"  # kept for reboots
 	for d in root lvm data nvme-a nvme-b; do
 		base=$image/$d.qcow2
 		[ "$boot:$d" = grub:root ] && base=$image/grub/root.qcow2 # partitioned, with GRUB
