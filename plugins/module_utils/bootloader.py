@@ -517,6 +517,8 @@ def _major(version_id):
 def _family(os_id, id_like, major):
     like = id_like.split()
     if os_id in EL_IDS or 'rhel' in like or 'centos' in like:
+        if major == 10:
+            return 'el9'  # RHEL 10 boots as 9 does: grubby-bls, BLS entries and /etc/kernel/cmdline
         return 'el%d' % major if major in (7, 8, 9) else 'unknown'
     if os_id in DEBIAN_IDS or 'debian' in like or 'ubuntu' in like:
         return 'debian'

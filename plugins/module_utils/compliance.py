@@ -110,6 +110,11 @@ def validate(facts, intent, resolved):
     """Every error a run with ``intent`` would hit in a module, found before any change. A list of strings."""
     errors = []
     present = intent.get('state', 'present') == 'present'
+    os_facts = facts.get('os') or {}
+    if os_facts.get('family') == 'unknown':
+        errors.append('%s %s is not supported: the collection supports RHEL, CentOS, Rocky, AlmaLinux and Oracle '
+                      'Linux 7, 8, 9 and 10 (and Debian, for its test harness).'
+                      % (os_facts.get('id') or 'this OS', os_facts.get('version_id') or ''))
     if intent.get('thp_persist'):
         unknown = [p for p in intent['thp_persist'] if p not in THP_PERSIST]
         if unknown:

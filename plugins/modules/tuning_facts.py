@@ -119,7 +119,8 @@ ansible_facts:
   contains:
     os_tuning:
       description:
-        - Keys C(block_devices), C(mounts), C(paths), C(thp), C(tuned), C(managed_files), C(conflicts), C(os),
+        - Keys C(block_devices), C(mounts), C(paths), C(thp), C(tuned), C(managed_files), C(conflicts), C(os)
+          (release, family, boot method, and C(python), the interpreter the module ran with),
           C(clock) (the host's own time, C(epoch) and C(iso)), C(errors), and C(snapshot) (the recorded snapshot,
           or null).
         - With O(intent), also C(plan) (C(targets), the chosen repository paths; C(devices), each given device's
@@ -138,6 +139,7 @@ ansible_facts:
 
 import json
 import os
+import sys
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -473,7 +475,8 @@ def gather(module, root):
         'os': {'id': boot['os_id'], 'version_id': boot['version_id'], 'major': boot['major'],
                'family': boot['family'], 'efi': boot['efi'], 'bls': boot['bls'],
                'boot_method': boot['method'], 'boot_reason': boot['reason'],
-               'grubby': bool(boot['tools'].get('grubby')), 'tuned_version': tuned_info.get('version')},
+               'grubby': bool(boot['tools'].get('grubby')), 'tuned_version': tuned_info.get('version'),
+               'python': sys.executable},
         'errors': errors,
     }
     return facts

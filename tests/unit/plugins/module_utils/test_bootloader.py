@@ -559,7 +559,8 @@ def test_detect_el7_without_grub_cfg_is_none(host):
     ('ID="ol"\nVERSION_ID="8.8"\n', 'el8'),
     ('ID="almalinux"\nID_LIKE="rhel centos fedora"\nVERSION_ID="9.2"\n', 'el9'),
     ('ID="myrhel"\nID_LIKE="rhel fedora"\nVERSION_ID="8.1"\n', 'el8'),
-    ('ID="rhel"\nVERSION_ID="10.0"\n', 'unknown'),
+    ('ID="rhel"\nVERSION_ID="10.0"\n', 'el9'),   # RHEL 10 boots as 9 does (grubby-bls, /etc/kernel/cmdline)
+    ('ID="rhel"\nVERSION_ID="11.0"\n', 'unknown'),
     ('ID=fedora\nVERSION_ID=39\n', 'unknown'),
     ('ID="amzn"\nID_LIKE="centos rhel fedora"\nVERSION_ID="2"\n', 'unknown'),
     ('ID=ubuntu\nID_LIKE=debian\nVERSION_ID="22.04"\n', 'debian'),

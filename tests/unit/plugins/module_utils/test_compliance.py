@@ -252,6 +252,14 @@ def test_thp_values_the_kernel_does_not_offer_are_refused():
                       'never.']
 
 
+def test_an_unsupported_os_is_refused():
+    facts = compliant()
+    facts['os'].update(family='unknown', id='sles', version_id='15.5')
+    assert compliance.validate(facts, INTENT, resolved()) == [
+        'sles 15.5 is not supported: the collection supports RHEL, CentOS, Rocky, AlmaLinux and Oracle Linux 7, 8, 9 '
+        'and 10 (and Debian, for its test harness).']
+
+
 def test_unknown_persist_entries_are_refused():
     errors = compliance.validate(compliant(), dict(INTENT, thp_persist=['tuned', 'grub']), resolved())
     assert errors == ['aem_tuning_thp_persist has unknown entries grub: use tuned and/or cmdline.']

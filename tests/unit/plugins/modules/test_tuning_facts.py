@@ -23,6 +23,7 @@ __metaclass__ = type
 import errno
 import os
 import shutil
+import sys
 
 import pytest
 
@@ -731,7 +732,7 @@ def test_os_rhel8_with_bls(nitro):
     os_facts = facts['os']
     reason = os_facts.pop('boot_reason')
     assert os_facts == {'id': 'rhel', 'version_id': '8.9', 'major': 8, 'family': 'el8', 'efi': False, 'bls': True,
-                        'boot_method': 'grubby', 'grubby': True, 'tuned_version': '2.21.0'}
+                        'boot_method': 'grubby', 'grubby': True, 'tuned_version': '2.21.0', 'python': sys.executable}
     assert 'BLS entries' in reason and 'grubby' in reason
     assert facts['thp']['configured_cmdline'] == {
         '/etc/default/grub': 'never', 'grubby:/boot/vmlinuz-%s' % EL8_KERNEL: 'never', 'kernelopts': 'never'}
@@ -781,7 +782,7 @@ def test_os_debian_without_grub(nitro):
         'id': 'debian', 'version_id': '12', 'major': 12, 'family': 'debian', 'efi': False, 'bls': False,
         'boot_method': 'none', 'boot_reason': 'the boot loader is not managed here: no /boot/grub/grub.cfg '
                                               '(direct kernel boot?)',
-        'grubby': False, 'tuned_version': '2.21.0'}
+        'grubby': False, 'tuned_version': '2.21.0', 'python': sys.executable}
     assert facts['thp']['configured_cmdline'] is None
     assert facts['thp']['error'] is None
 
