@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Build (or reuse) the cached Debian bookworm test VM image.
+# Build (or reuse) the cached Debian test VM image: bookworm (the default) or
+# bullseye (AEMOPS_VM_RELEASE=bullseye or --release bullseye; the start of the
+# upgrade scenario, always with its grub variant).
 #
-# Usage: tests/vm/build-image.sh [--force] [--grub]
+# Usage: tests/vm/build-image.sh [--force] [--grub] [--release bookworm|bullseye]
 #
 # Output: $AEMOPS_VM_CACHE/<hash>/ (default ~/.cache/aemops-os-tuning/vm),
-# printed on stdout. <hash> covers this script, lib.sh, guest/ and the copied
+# printed on stdout. <hash> covers the release, this script, lib.sh, vm.env, guest/ and the copied
 # pyenv Pythons, so an unchanged tree reuses the image. The build happens in
 # a temporary directory next to it and is renamed into place when complete.
 #
@@ -24,13 +26,24 @@ set -euo pipefail
 exec 3>&1 1>&2 # only the image directory goes to stdout
 
 force=0 grub=0
-for a in "$@"; do
-	case $a in
+while [ $# -gt 0 ]; do
+	case $1 in
 	--force) force=1 ;;
 	--grub) grub=1 ;;
-	*) echo "usage: $0 [--force] [--grub]" >&2; exit 2 ;;
+	--release) VM_RELEASE=${2:-}; shift ;;
+	*) echo "usage: $0 [--force] [--grub] [--release bookworm|bullseye]" >&2; exit 2 ;;
 	esac
+	shift
 done
+# Per release: the package list, and how tuned starts. bookworm pins
+# throughput-performance ("RHEL 8 on Nitro"); bullseye leaves the choice to
+# tuned (virtual-guest on a QEMU guest, as on EC2) and boots through GRUB, so
+# that an upgraded kernel is the one that boots.
+case $VM_RELEASE in
+bookworm) packages_file=$VM_DIR/guest/packages.txt TUNED_PRESET=throughput-performance ;;
+bullseye) packages_file=$VM_DIR/guest/packages-bullseye.txt TUNED_PRESET=auto grub=1 ;;
+*) die "release '$VM_RELEASE': this harness builds bookworm or bullseye images (trixie is reached by upgrade.sh)" ;;
+esac
 
 for t in mmdebstrap qemu-system-x86_64 qemu-img mkfs.ext4 flock; do
 	command -v "$t" >/dev/null || die "$t not found (apt-get install qemu-system-x86 qemu-utils mmdebstrap)"
@@ -121,20 +134,26 @@ apt_uri() { # suffix (debian | debian-security)
 mirror=${AEMOPS_VM_MIRROR:-$(apt_uri debian)}
 security=${AEMOPS_VM_SECURITY_MIRROR:-$(apt_uri debian-security)}
 [ -n "$mirror" ] || die "no Debian mirror in /etc/apt/sources.list*; set AEMOPS_VM_MIRROR"
-sources=("deb $mirror bookworm main" "deb $mirror bookworm-updates main")
-[ -n "$security" ] && sources+=("deb $security bookworm-security main")
+sources=("deb $mirror $VM_RELEASE main" "deb $mirror $VM_RELEASE-updates main")
+[ -n "$security" ] && sources+=("deb $security $VM_RELEASE-security main")
 
 tmp=$(mktemp -d "$VM_CACHE/.build-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 t0=$(date +%s)
 log "building $final (mirror $mirror)"
 
-packages=$(grep -v '^[[:space:]]*\(#\|$\)' "$VM_DIR/guest/packages.txt" | paste -sd,)
+packages=$(grep -v '^[[:space:]]*\(#\|$\)' "$packages_file" | paste -sd,)
 ROOT_UUID=$(cat /proc/sys/kernel/random/uuid)
 PYENV_SRC=$VM_PYENV_ROOT
 PYTHONS=$VM_PYTHONS
-export ROOT_UUID PYENV_SRC PYTHONS
-mmdebstrap --mode=root --variant=apt --format=directory --quiet \
+export ROOT_UUID PYENV_SRC PYTHONS TUNED_PRESET
+# bullseye: merged /usr, as the Debian installer sets it up for bullseye (trixie
+# requires it; bookworm's own packages already merge it).
+# Only the symlinks (the debootstrap way): the hook dir's essential step wants
+# an usr-is-merged package, which bullseye does not have.
+hooks=()
+[ "$VM_RELEASE" = bookworm ] || hooks=(--setup-hook=/usr/share/mmdebstrap/hooks/merged-usr/setup00.sh)
+mmdebstrap --mode=root --variant=apt --format=directory --quiet "${hooks[@]}" \
 	--include="$packages" \
 	--aptopt='Acquire::Check-Valid-Until "false"' \
 	--dpkgopt='path-exclude=/usr/share/doc/*' \
@@ -142,7 +161,7 @@ mmdebstrap --mode=root --variant=apt --format=directory --quiet \
 	--dpkgopt='path-exclude=/usr/share/info/*' \
 	--dpkgopt='path-exclude=/usr/share/locale/*' \
 	--customize-hook="$VM_DIR/guest/customize.sh \"\$1\"" \
-	bookworm "$tmp/rootfs" "${sources[@]}"
+	"$VM_RELEASE" "$tmp/rootfs" "${sources[@]}"
 t1=$(date +%s)
 
 # THP "always" in the preset is the kernel's default, like RHEL 8's kernel.
@@ -168,12 +187,24 @@ timeout 900 qemu-system-x86_64 "${args[@]}" -no-reboot \
 	{ tail -40 "$tmp/provision.log" >&2; die "provisioning boot failed or timed out"; }
 grep -q AEMOPS-PROVISION-OK "$tmp/provision.log" ||
 	{ tail -40 "$tmp/provision.log" >&2; die "provisioning did not finish (log above)"; }
-grep -a 'bin/python.* ok: ' "$tmp/provision.log" >&2 || true
+grep -a 'bin/python.* \(ok\|unusable\): ' "$tmp/provision.log" >&2 || true
+# The interpreters the scenarios use on this release must work here. bullseye
+# has no libssl3/libffi8, so the copied pyenv builds only run after the upgrade
+# to bookworm (the upgrade scenario checks that); Debian's python2.7 runs now.
+case $VM_RELEASE in
+bookworm) need=$(for v in $VM_PYTHONS; do echo "/root/.pyenv/versions/$v/bin/python${v%.*}"; done) ;;
+bullseye) need=/usr/bin/python2.7 ;;
+esac
+for py in $need; do
+	grep -aq "aemops-provision: $py ok: " "$tmp/provision.log" ||
+		{ grep -a 'aemops-provision' "$tmp/provision.log" | tail -20 >&2; die "$py does not run in the $VM_RELEASE guest (log above)"; }
+done
 t3=$(date +%s)
 
 cat >"$tmp/build-info" <<EOF
 hash=$(basename "$final")
 built=$(date -u +%FT%TZ)
+release=$VM_RELEASE
 kernel=$kernel
 mirror=$mirror
 pythons=$VM_PYTHONS

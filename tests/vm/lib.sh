@@ -4,6 +4,12 @@
 # first-boot provisioning sees.
 
 VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# VM_NVME_A, VM_NVME_B, VM_VG, ... : the constants the harness and the scenarios share.
+# shellcheck source=vm.env source-path=SCRIPTDIR
+. "$VM_DIR/vm.env"
+# The Debian release of the image: bookworm (the default "RHEL 8 on Nitro" preset) or
+# bullseye (the start of the upgrade scenario: tuned 2.15 picks its own profile; GRUB boot only).
+VM_RELEASE=${AEMOPS_VM_RELEASE:-$VM_DEFAULT_RELEASE}
 VM_CACHE=${AEMOPS_VM_CACHE:-$HOME/.cache/aemops-os-tuning/vm}
 VM_MEM=${AEMOPS_VM_MEM:-2048}
 VM_SMP=${AEMOPS_VM_SMP:-2}
@@ -16,19 +22,17 @@ VM_PYENV_ROOT=${PYENV_ROOT:-$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")}
 # the argument is on the command line. The grub boot takes its command line
 # from the guest's /boot/grub/grub.cfg instead (root=UUID=... on vda1).
 VM_APPEND="root=/dev/vda rw console=ttyS0"
-# Field-like serials: EBS volume ids (no dash) on NVMe, plain ones on virtio.
-VM_NVME_A=vol0aaaaaaaaaaaaaaaa
-VM_NVME_B=vol0bbbbbbbbbbbbbbbb
 
 log() { printf '[vm %s] %s\n' "$(date +%T)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-# sha256 of everything that goes into the image: scripts, guest files,
-# package list and the identity of the copied target Pythons.
+# sha256 of everything that goes into the image: the release, scripts, guest
+# files, package lists and the identity of the copied target Pythons.
 vm_image_hash() {
 	local v py
 	{
-		(cd "$VM_DIR" && find build-image.sh lib.sh guest -type f -print0 |
+		echo "release $VM_RELEASE"
+		(cd "$VM_DIR" && find build-image.sh lib.sh vm.env guest -type f -print0 |
 			LC_ALL=C sort -z | xargs -0 sha256sum)
 		for v in $VM_PYTHONS; do
 			py=$VM_PYENV_ROOT/versions/$v
@@ -98,14 +102,15 @@ vm_nvme_caps() {
 
 # Print the qemu command line, one argument per line.
 #   vm_qemu_args DISKDIR KERNELDIR ACCEL NVME_ORDER(ab|ba) SERIAL_LOG [APPEND]
-# DISKDIR holds root/lvm/data/nvme-a/nvme-b .qcow2. KERNELDIR holds vmlinuz
+# DISKDIR holds root/lvm/data/nvme-a/nvme-b .qcow2 (or .raw: a root disk that
+# upgrade.sh converted so that it can be loop-mounted on the host). KERNELDIR holds vmlinuz
 # and initrd.img for direct kernel boot with APPEND (default $VM_APPEND);
 # an empty KERNELDIR boots through the firmware (SeaBIOS) and the boot loader
 # on the root disk instead. The NVMe controllers sit at fixed PCI slots 0x10
 # and 0x11; "ba" puts disk b in the first slot, so the guest names it nvme0n1.
 vm_qemu_args() {
 	local disks=$1 kdir=$2 accel=$3 order=$4 serial=$5 append=${6:-$VM_APPEND}
-	local d slot_a=0x10 slot_b=0x11 rootboot="" caps
+	local d slot_a=0x10 slot_b=0x11 rootboot="" caps dcaps
 	[ "$order" = ba ] && { slot_a=0x11; slot_b=0x10; }
 	caps=$(vm_nvme_caps "${AEMOPS_VM_NVME_CAPS:-none}") || return 1
 	printf '%s\n' -nodefaults -display none -name aemops-vm \
@@ -122,12 +127,18 @@ vm_qemu_args() {
 		printf '%s\n' -accel tcg,thread=multi
 	fi
 	for d in root lvm data nvme-a nvme-b; do
-		printf '%s\n' -drive "file=$disks/$d.qcow2,if=none,id=$d,format=qcow2,cache=unsafe,discard=unmap$([ "${d#nvme-}" = "$d" ] || echo "$caps")"
+		dcaps=
+		[ "${d#nvme-}" = "$d" ] || dcaps=$caps
+		if [ -e "$disks/$d.raw" ]; then
+			printf '%s\n' -drive "file=$disks/$d.raw,if=none,id=$d,format=raw,cache=unsafe,discard=unmap$dcaps"
+		else
+			printf '%s\n' -drive "file=$disks/$d.qcow2,if=none,id=$d,format=qcow2,cache=unsafe,discard=unmap$dcaps"
+		fi
 	done
 	printf '%s\n' \
-		-device "virtio-blk-pci,drive=root,serial=aemroot,addr=0x04$rootboot" \
-		-device virtio-blk-pci,drive=lvm,serial=aemlvm0,addr=0x05 \
-		-device virtio-blk-pci,drive=data,serial=aemdata0,addr=0x06 \
+		-device "virtio-blk-pci,drive=root,serial=$VM_VIRTIO_ROOT,addr=0x04$rootboot" \
+		-device "virtio-blk-pci,drive=lvm,serial=$VM_VIRTIO_LVM,addr=0x05" \
+		-device "virtio-blk-pci,drive=data,serial=$VM_VIRTIO_DATA,addr=0x06" \
 		-device "nvme,drive=nvme-a,serial=$VM_NVME_A,addr=$slot_a" \
 		-device "nvme,drive=nvme-b,serial=$VM_NVME_B,addr=$slot_b"
 }

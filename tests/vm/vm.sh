@@ -13,11 +13,12 @@ usage: $0 COMMAND [ARGS]
 
   build [--force] [--grub] build or reuse the cached image (--grub: and its grub
                            variant), print its directory
-  up [--grub] [--swap-nvme] [--no-wait]
+  up [--grub] [--swap-nvme] [--no-wait] [--release bookworm|bullseye]
                            start a fresh VM (overlays on the cached image; builds
                            it first if needed) and wait until it is ready;
                            --grub boots SeaBIOS + GRUB from the root disk instead
-                           of qemu's direct kernel boot
+                           of qemu's direct kernel boot; --release bullseye: the
+                           bullseye image (tuned 2.15, virtual-guest), always GRUB
   wait [SECONDS]           ssh answers, systemctl is-system-running --wait,
                            tuned has applied its profile
   ssh [CMD...]             run CMD in the guest as root (a shell without CMD)
@@ -25,6 +26,11 @@ usage: $0 COMMAND [ARGS]
                            and is started again) and wait; --swap-nvme powers off
                            instead, swaps the two NVMe controllers' PCI slots and
                            starts qemu again (nvme0n1<->nvme1n1)
+  stop                     power the guest off (systemctl poweroff), wait for qemu to exit
+  start [--swap-nvme]      start qemu again with the run's disks and wait
+  upgrade SUITE            stop; upgrade the root disk offline to SUITE from the
+                           cached packages (upgrade.sh apply); start; reinstall GRUB's
+                           boot code in the guest; wait (grub boot only)
   down [--purge]           kill qemu (pid file); --purge also deletes the run dir
   status                   qemu pid, port, accel, NVMe order, guest boot id
   inventory                write and print \$RUN/inventory.ini and \$RUN/ssh_config
@@ -36,6 +42,7 @@ environment:
   AEMOPS_VM_ACCEL=auto|kvm|tcg   AEMOPS_VM_MEM=$VM_MEM   AEMOPS_VM_SMP=$VM_SMP
   AEMOPS_VM_SWAP_NVME=1 (same as up --swap-nvme)   AEMOPS_VM_WAIT_TIMEOUT=$WAIT_TIMEOUT
   AEMOPS_VM_BOOT=kernel|grub (up: same as --grub when grub; default kernel)
+  AEMOPS_VM_RELEASE=bookworm|bullseye (up: same as --release)
   AEMOPS_VM_WARM_REBOOT=1 (reboot: keep the qemu process, reset in place)
   AEMOPS_VM_NVME_CAPS=none|gp3|io2|seed|iops=N,mibps=M (up: EBS-like caps on
                            both NVMe drives, QEMU throttling; kept for reboots)
@@ -129,14 +136,19 @@ cmd_build() { "$VM_DIR/build-image.sh" "$@"; }
 
 cmd_up() {
 	local swap=${AEMOPS_VM_SWAP_NVME:-0} boot=${AEMOPS_VM_BOOT:-kernel} wait=1 image d base
-	for a in "$@"; do
-		case $a in
+	while [ $# -gt 0 ]; do
+		case $1 in
 		--swap-nvme) swap=1 ;;
 		--grub) boot=grub ;;
 		--no-wait) wait=0 ;;
+		--release) VM_RELEASE=${2:-}; shift ;;
 		*) usage >&2; exit 2 ;;
 		esac
+		shift
 	done
+	export AEMOPS_VM_RELEASE=$VM_RELEASE # build-image.sh
+	# Only the grub variant boots the kernel an upgrade installs.
+	[ "$VM_RELEASE" = "$VM_DEFAULT_RELEASE" ] || boot=grub
 	case $boot in
 	kernel | grub) ;;
 	*) die "AEMOPS_VM_BOOT must be kernel or grub" ;;
@@ -153,6 +165,7 @@ cmd_up() {
 	touch "$RUN/.aemops-vm"
 	echo "$image" >"$RUN/image"
 	echo "$boot" >"$RUN/boot"
+	echo "$VM_RELEASE" >"$RUN/release" # upgrade changes it
 	vm_accel "$image/vmlinuz" >"$RUN/accel"
 	if [ "$swap" = 1 ]; then echo ba; else echo ab; fi >"$RUN/nvme-order"
 	vm_nvme_caps "${AEMOPS_VM_NVME_CAPS:-none}" >/dev/null # dies on a bad value
@@ -274,6 +287,55 @@ cmd_reboot() {
 	log "reboot${1:+ $1} took $(($(date +%s) - start)) s"
 }
 
+cmd_stop() {
+	pid_alive || die "no VM running in $RUN"
+	guest_stop poweroff
+	log "guest powered off"
+}
+
+cmd_start() {
+	local order
+	pid_alive && die "the VM in $RUN is running"
+	[ -f "$RUN/image" ] || die "no VM in $RUN ($0 up)"
+	case ${1:-} in
+	'') ;;
+	--swap-nvme)
+		order=$(cat "$RUN/nvme-order")
+		if [ "$order" = ab ]; then echo ba; else echo ab; fi >"$RUN/nvme-order"
+		;;
+	*) usage >&2; exit 2 ;;
+	esac
+	start_qemu
+	cmd_wait "$WAIT_TIMEOUT"
+}
+
+# The guest's release as the run dir knows it (run dirs of older versions: the default).
+run_release() { cat "$RUN/release" 2>/dev/null || echo "$VM_DEFAULT_RELEASE"; }
+
+cmd_upgrade() {
+	local to=${1:-} from start t1 t2
+	[ -n "$to" ] || { usage >&2; exit 2; }
+	[ "$(run_boot)" = grub ] || die "upgrade needs a GRUB-booted VM (up --grub or --release bullseye): a direct kernel boot would boot the old kernel"
+	from=$(run_release)
+	start=$(date +%s)
+	# Validate (and build the package cache, downloading once) before powering off.
+	"$VM_DIR/upgrade.sh" cache "$(cat "$RUN/image")" "$from" "$to" >/dev/null
+	pid_alive && cmd_stop
+	t1=$(date +%s)
+	"$VM_DIR/upgrade.sh" apply "$RUN/disks" "$(cat "$RUN/image")" "$from" "$to"
+	echo "$to" >"$RUN/release"
+	t2=$(date +%s)
+	start_qemu
+	cmd_wait "$WAIT_TIMEOUT"
+	# What the new grub-pc's postinst does on a running system (the offline
+	# upgrade skipped it: the host kernel cannot map the root disk's partition
+	# table, so GRUB's boot code cannot be reinstalled from the host).
+	# shellcheck disable=SC2016 # expanded in the guest
+	vssh 'grub-install --target=i386-pc "$(debconf-show grub-pc | sed -n "s/^\* grub-pc\/install_devices: //p")"' >&2 ||
+		die "grub-install in the upgraded guest failed"
+	log "upgrade $from -> $to took $(($(date +%s) - start)) s (poweroff $((t1 - start)), offline upgrade $((t2 - t1)), boot and grub-install $(($(date +%s) - t2)))"
+}
+
 cmd_down() {
 	local pid _
 	if pid_alive; then
@@ -293,7 +355,7 @@ cmd_down() {
 
 cmd_status() {
 	if ! pid_alive; then echo "stopped ($RUN)"; return 3; fi
-	echo "running: pid $(cat "$RUN/qemu.pid"), ssh 127.0.0.1:$(cat "$RUN/port"), accel $(cat "$RUN/accel"), boot $(run_boot), nvme-order $(cat "$RUN/nvme-order")"
+	echo "running: pid $(cat "$RUN/qemu.pid"), ssh 127.0.0.1:$(cat "$RUN/port"), accel $(cat "$RUN/accel"), boot $(run_boot), release $(run_release), nvme-order $(cat "$RUN/nvme-order")"
 	echo "image: $(cat "$RUN/image")"
 	echo "guest boot id: $(vssh cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo '(no ssh)')"
 }
@@ -328,7 +390,7 @@ EOF
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case $cmd in
-build | up | wait | ssh | reboot | down | status | inventory | facts) "cmd_$cmd" "$@" ;;
+build | up | wait | ssh | reboot | stop | start | upgrade | down | status | inventory | facts) "cmd_$cmd" "$@" ;;
 -h | --help | help) usage ;;
 *) usage >&2; exit 2 ;;
 esac

@@ -3,6 +3,7 @@
 # after all packages are installed. Environment from build-image.sh:
 #   ROOT_UUID  UUID of the ext4 root file system
 #   PYENV_SRC  host pyenv root;  PYTHONS  versions to copy ("2.7.18 3.6.15")
+#   TUNED_PRESET  throughput-performance (bookworm) or auto (bullseye: tuned picks)
 set -euo pipefail
 root=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,9 +20,18 @@ mkdir -p "$root/var/log/journal"
 # its [disk] readahead=>4096 applies at every boot. THP=always is the
 # kernel's default (CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS=y, checked by
 # build-image.sh), not a command-line argument.
+# bullseye (TUNED_PRESET=auto): nothing is pinned; tuned finds no active
+# profile at its first start (the provisioning boot), takes the one it
+# recommends (virtual-guest on a QEMU guest, as on EC2: virt-what) and records
+# it with profile_mode auto.
 mkdir -p "$root/etc/tuned"
-echo throughput-performance >"$root/etc/tuned/active_profile"
-echo manual >"$root/etc/tuned/profile_mode"
+case ${TUNED_PRESET:-throughput-performance} in
+auto) rm -f "$root/etc/tuned/active_profile" "$root/etc/tuned/profile_mode" ;;
+*)
+	echo "$TUNED_PRESET" >"$root/etc/tuned/active_profile"
+	echo manual >"$root/etc/tuned/profile_mode"
+	;;
+esac
 
 # GRUB settings for the grub image (build-image.sh --grub, which installs the
 # boot sector and runs update-grub). Debian's own GRUB_CMDLINE_LINUX="" is
