@@ -509,8 +509,8 @@ class Applied(object):
             except blockdev.BlockDeviceError as e:
                 not_rolled_back.append('%s: %s' % (entry['name'], e))
         if changes:
-            msg = '%s (after these changes: %s; rolled back: %s)' % (msg, '; '.join(changes),
-                                                                       '; '.join(rolled_back) or 'nothing')
+            msg = '%s (after these changes: %s; rolled back: %s)' % (
+                msg, '; '.join(changes), '; '.join(rolled_back) or 'nothing')
         self.module.fail_json(msg=msg, changed=bool(changes), changes=changes, rolled_back=rolled_back,
                               not_rolled_back=not_rolled_back)
 

@@ -128,15 +128,22 @@ field() { # file expression: print a field of the module's JSON result
 	"$json_python" -c 'import json, sys; r = json.load(open(sys.argv[1])); print(eval(sys.argv[2], {"r": r}))' "$1" "$2" 2>/dev/null
 }
 wait_swept() { # until the running sweep has changed the device (or 60 s)
-	local i
-	for i in $(seq 600); do
+	local _
+	for _ in $(seq 600); do
 		[ "$(ra_now)" != "$original" ] && [ -e "$state" ] && return 0
 		kill -0 "$bg" 2>/dev/null || return 1
 		sleep 0.1
 	done
 	return 1
 }
-clean_fs() { [ -z "$(ls -A "$work/mnt" | grep -v '^lost+found$')" ]; }
+clean_fs() { # nothing in the file system but lost+found
+	local f
+	for f in "$work/mnt"/* "$work/mnt"/.[!.]*; do
+		[ -e "$f" ] || continue
+		[ "$(basename "$f")" = lost+found ] || return 1
+	done
+	return 0
+}
 check_restored() { # case name
 	if [ "$(ra_now)" = "$original" ] && [ ! -e "$state" ] && clean_fs; then
 		ok "$1: read_ahead_kb=$original restored, no state file, no scratch file"
@@ -150,8 +157,11 @@ args ', "sweep": [512, 64, 16], "duration": 1'
 if run_module "$work/success.json" && [ "$(field "$work/success.json" 'r["recommended_kb"] in (512, 64, 16)')" = True ]; then
 	ok "success: recommended $(field "$work/success.json" 'r["recommended_kb"]') KiB: $(field "$work/success.json" 'r["why"]')"
 	field "$work/success.json" '"\n".join(r["table"])' >&2
-	[ "$(field "$work/success.json" 'r["original_kb"]')" = "$original" ] && ok "success: original_kb=$original recorded" ||
+	if [ "$(field "$work/success.json" 'r["original_kb"]')" = "$original" ]; then
+		ok "success: original_kb=$original recorded"
+	else
 		bad "success: original_kb=$(field "$work/success.json" 'r["original_kb"]')"
+	fi
 else
 	bad "success: $(head -c 2000 "$work/success.json" "$work/success.json.err")"
 fi

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/env python
 """Print the test VM's read-ahead, THP, tuned and release as JSON, read from sysfs, /proc and dpkg.
 
 Usage: state.py NVME_A_SERIAL NVME_B_SERIAL VG/LV VIRTIO_DATA_SERIAL   (values from tests/vm/vm.env)
