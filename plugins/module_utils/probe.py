@@ -391,20 +391,12 @@ def resident_pages(fd, size_bytes):
     if libc is None or size_bytes <= 0:
         return None
     try:
-        if hasattr(libc, 'mmap64'):
-            do_mmap, off_t = libc.mmap64, ctypes.c_longlong
-        else:
-            do_mmap, off_t = libc.mmap, ctypes.c_long
-        do_mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, off_t]
-        do_mmap.restype = ctypes.c_void_p
         libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte)]
         libc.mincore.restype = ctypes.c_int
-        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-        libc.munmap.restype = ctypes.c_int
     except AttributeError:
         return None
-    addr = do_mmap(None, size_bytes, mmap.PROT_READ, mmap.MAP_PRIVATE, fd, 0)
-    if addr is None or addr == ctypes.c_void_p(-1).value:
+    addr, unmap = libc_map(libc, fd, size_bytes, mmap.MAP_PRIVATE)
+    if addr is None:
         return None
     try:
         pages = (size_bytes + PAGE_BYTES - 1) // PAGE_BYTES
@@ -414,7 +406,29 @@ def resident_pages(fd, size_bytes):
         flags = ctypes.string_at(vec, pages)
         return len(flags) - len(flags.translate(None, _ODD_BYTES))  # bit 0: resident; the others are undefined
     finally:
-        libc.munmap(addr, size_bytes)
+        unmap()
+
+
+def libc_map(libc, fd, size_bytes, flags):
+    """Map ``fd`` read-only with libc's mmap (mmap64 where there is one): (address, unmap) or (None, None).
+
+    Python's mmap gives no address to hand to mincore or memmove, hence ctypes.
+    """
+    try:
+        if hasattr(libc, 'mmap64'):
+            do_mmap, off_t = libc.mmap64, ctypes.c_longlong
+        else:
+            do_mmap, off_t = libc.mmap, ctypes.c_long
+        do_mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, off_t]
+        do_mmap.restype = ctypes.c_void_p
+        libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        libc.munmap.restype = ctypes.c_int
+    except AttributeError:
+        return None, None
+    addr = do_mmap(None, size_bytes, mmap.PROT_READ, flags, fd, 0)
+    if addr is None or addr == ctypes.c_void_p(-1).value:
+        return None, None
+    return addr, lambda: libc.munmap(addr, size_bytes)
 
 
 def evict(fd, size_bytes, sleep, resident=None):

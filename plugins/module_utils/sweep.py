@@ -565,24 +565,9 @@ class SharedMapping(object):
 
     def __init__(self, fd, size_bytes):
         self.size = size_bytes
-        self.addr = None
         self.py_map = None
         libc = probe._libc()
-        try:
-            if hasattr(libc, 'mmap64'):
-                do_mmap, off_t = libc.mmap64, ctypes.c_longlong
-            else:
-                do_mmap, off_t = libc.mmap, ctypes.c_long
-            do_mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, off_t]
-            do_mmap.restype = ctypes.c_void_p
-            libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-            libc.munmap.restype = ctypes.c_int
-            addr = do_mmap(None, size_bytes, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-            if addr is not None and addr != ctypes.c_void_p(-1).value:
-                self.addr = addr
-                self._munmap = libc.munmap
-        except AttributeError:
-            self.addr = None
+        self.addr, self._unmap = probe.libc_map(libc, fd, size_bytes, mmap.MAP_SHARED) if libc else (None, None)
         if self.addr is None:
             self.py_map = mmap.mmap(fd, size_bytes, access=mmap.ACCESS_READ)
         self.concurrent = self.addr is not None
@@ -604,7 +589,7 @@ class SharedMapping(object):
 
     def close(self):
         if self.addr is not None:
-            self._munmap(self.addr, self.size)
+            self._unmap()
             self.addr = None
         if self.py_map is not None:
             self.py_map.close()
