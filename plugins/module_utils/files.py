@@ -228,6 +228,10 @@ class FileError(Exception):
     """A file the collection owns cannot be read, locked or written safely; the message names it and the fix."""
 
 
+class LockCreateError(FileError):
+    """The lock file of an owned file cannot be created (most often: the run is not root)."""
+
+
 # ---------------------------------------------------------------------------------------------
 # Owned files: validated before the first change of a run, read without following or blocking.
 
@@ -479,7 +483,7 @@ def locked(path, root='/', timeout=None, poll=0.05, required=True):
             if not required:
                 yield None
                 return
-            raise FileError('cannot create the lock file %s for %s: %s.' % (lock_path, path, describe_os_error(e)))
+            raise LockCreateError('cannot create the lock file %s for %s: %s.' % (lock_path, path, describe_os_error(e)))
         try:
             got = _wait_flock(fd, deadline, poll)
             if got:
@@ -560,10 +564,17 @@ def _wait_flock(fd, deadline, poll):
 def locked_all(paths, root='/', timeout=None, required=True):
     """Hold the locks of several owned files, always taken in sorted order (so runs cannot deadlock)."""
     stack = []
+    wanted = sorted(set(p for p in paths if p))
     try:
-        for path in sorted(set(p for p in paths if p)):
+        for path in wanted:
             cm = locked(path, root, timeout, required=required)
-            cm.__enter__()
+            try:
+                cm.__enter__()
+            except LockCreateError as e:
+                if len(wanted) < 2:
+                    raise
+                # Name every file the run would write, not only the first in lock order.
+                raise LockCreateError('%s This run writes %s.' % (e, ', '.join(wanted)))
             stack.append(cm)
         yield
     finally:

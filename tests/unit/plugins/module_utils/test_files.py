@@ -547,6 +547,18 @@ def test_locked_not_required_skips_an_uncreatable_lock(tmpdir):
     assert 'cannot create the lock file' in str(info.value)
 
 
+def test_locked_all_names_every_owned_file_when_a_lock_cannot_be_created(tmpdir):
+    root = str(tmpdir)
+    tmpdir.join('run').write('')  # no lock directory can be made: as a non-root run sees it
+    with pytest.raises(files.LockCreateError) as info:
+        with files.locked_all(['/tmp/w/nonroot.rules', '/etc/tuned/aemops-os-tuning/tuned.conf'], root):
+            pass
+    text = str(info.value)
+    # The first lock in sorted order fails; the message still names the rules file.
+    assert 'for /etc/tuned/aemops-os-tuning/tuned.conf' in text
+    assert 'This run writes /etc/tuned/aemops-os-tuning/tuned.conf, /tmp/w/nonroot.rules.' in text
+
+
 def test_locked_all_takes_locks_in_sorted_order(tmpdir, monkeypatch):
     order = []
     real = files.locked
