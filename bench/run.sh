@@ -41,9 +41,11 @@ size_mb=${BENCH_SIZE_MB:-256}
 reads=${BENCH_READS:-2000}
 record_kb=8
 read_aheads=(4096 128 32)
-nvme_link=/dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_vol0aaaaaaaaaaaaaaaa
+# shellcheck source=../tests/vm/vm.env
+. tests/vm/vm.env
+nvme_link=/dev/disk/by-id/nvme-${VM_NVME_MODEL}_${VM_NVME_A}
 nvme_mnt=/srv/nvme-probe
-lv_path=/srv/aem/crx-quickstart/repository
+lv_path=$VM_AEM_REPOSITORY
 
 export AEMOPS_VM_RUN=${AEMOPS_VM_RUN:-$(mktemp -d "${TMPDIR:-/tmp}/aemops-bench-vm.XXXXXX")}
 export ANSIBLE_COLLECTIONS_PATH=$top/.collections

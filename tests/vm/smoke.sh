@@ -12,6 +12,8 @@
 # Runs `ansible -m ping` with each target Python too when ansible is on PATH.
 set -euo pipefail
 vm="$(cd "$(dirname "$0")" && pwd)/vm.sh"
+# shellcheck source=vm.env
+. "$(dirname "$vm")/vm.env"  # the NVMe serials
 quick=0 boot=kernel
 for a in "$@"; do
 	case $a in
@@ -72,7 +74,7 @@ boot_check='case $(cat /proc/cmdline) in BOOT_IMAGE=*) b=grub ;; *) b=kernel ;; 
 	[ -e /boot/grub/grub.cfg ] && c=grub.cfg || c=no-grub.cfg
 	echo $b $(findmnt -no SOURCE /) $c'
 
-a=vol0aaaaaaaaaaaaaaaa b=vol0bbbbbbbbbbbbbbbb
+a=$VM_NVME_A b=$VM_NVME_B
 t0=$(date +%s)
 if [ "$boot" = grub ]; then "$vm" up --grub; else "$vm" up; fi
 preset $a $b always none

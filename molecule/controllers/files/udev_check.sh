@@ -1,9 +1,11 @@
 #!/bin/sh
 # udev itself applies the rules file the collection wrote: `udevadm test` on each target shows
 # its rule writing read_ahead_kb 32; `udevadm verify` too where systemd has it (253 and later).
+# Usage: udev_check.sh DEVICE_LINK...   (the targets' stable links, from tests/vm/vm.env)
 set -eu
+[ $# -gt 0 ] || { echo "usage: udev_check.sh DEVICE_LINK..." >&2; exit 2; }
 rules=/etc/udev/rules.d/90-aemops-read-ahead.rules
-for link in /dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_vol0aaaaaaaaaaaaaaaa /dev/disk/by-id/nvme-QEMU_NVMe_Ctrl_vol0bbbbbbbbbbbbbbbb /dev/mapper/vg_aem-lv_repo; do
+for link in "$@"; do
   dev=$(basename "$(readlink -f "$link")")
   out=$(udevadm test --action=add "/sys/class/block/$dev" 2>&1)
   if printf '%s\n' "$out" | grep -Eq "^$dev: $rules:[0-9]+ ATTR '[^']*/queue/read_ahead_kb' writing '32'$"; then
