@@ -23,7 +23,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files, tuned, udev_rules
 from ansible_collections.aemops.os_tuning.plugins.modules import read_ahead
-from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import (
+from ansible_collections.aemops.os_tuning.tests.unit.utils import (
     AnsibleExitJson, AnsibleFailJson, set_module_args,
 )
 from fakehost import nitro_host, tree_checksum

@@ -34,7 +34,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible_collections.aemops.os_tuning.plugins.module_utils import files, thp, tuned
 from ansible_collections.aemops.os_tuning.plugins.modules import thp as thp_module
-from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import (
+from ansible_collections.aemops.os_tuning.tests.unit.utils import (
     AnsibleExitJson, AnsibleFailJson, set_module_args,
 )
 from fakehost import GRUBBY_VERSIONS, THP_DIR, THP_DIR_RHEL6, FakeHost, fixture, install_boot_tools, tree_checksum

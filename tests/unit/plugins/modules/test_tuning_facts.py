@@ -30,7 +30,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible_collections.aemops.os_tuning.plugins.module_utils import files, thp, tuned, udev_rules
 from ansible_collections.aemops.os_tuning.plugins.modules import tuning_facts
-from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import AnsibleExitJson, set_module_args
+from ansible_collections.aemops.os_tuning.tests.unit.utils import AnsibleExitJson, set_module_args
 from fakehost import FakeHost, nitro_host, tree_checksum
 
 RULES = udev_rules.RULES_FILE

@@ -23,7 +23,7 @@ from ansible.module_utils import basic
 from ansible_collections.aemops.os_tuning.plugins.modules import tuning_facts
 from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.test_tuning_facts import (
     REPO, Env, FakeTools, NVME1_SERIAL)
-from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import run_module
+from ansible_collections.aemops.os_tuning.tests.unit.utils import run_module
 from fakehost import nitro_host, tree_checksum
 
 SNAPSHOT = '/etc/ansible/facts.d/aem_tuning_before.fact'

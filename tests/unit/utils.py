@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Helpers for unit tests of modules (plugins/modules/*.py).
+"""Helpers for unit tests of modules (plugins/modules/*.py): running a module's ``main()``.
 
 Runs on every interpreter the tests run on: Python 2.7 and 3.6 (``make compat``, with
 ansible-core 2.16's module_utils) and Python 3.11 with ansible-core 2.16 and 2.19
@@ -12,7 +12,7 @@ ansible-core 2.16's module_utils) and Python 3.11 with ansible-core 2.16 and 2.1
 Typical use (the ``module_exit`` fixture is registered by tests/unit/conftest.py)::
 
     from ansible_collections.aemops.os_tuning.plugins.modules import read_ahead
-    from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import (
+    from ansible_collections.aemops.os_tuning.tests.unit.utils import (
         AnsibleExitJson, AnsibleFailJson, run_module, set_module_args)
 
     def test_check_mode(module_exit):
@@ -39,7 +39,6 @@ __metaclass__ = type
 
 import contextlib
 import json
-import unittest
 
 import pytest
 
@@ -161,12 +160,3 @@ def run_module(main, args=None, failed=False):
                 return exc.result
     raise AssertionError('module returned without calling exit_json or fail_json')
 
-
-class ModuleTestCase(unittest.TestCase):
-    """unittest base class: exit_json/fail_json raise AnsibleExitJson/AnsibleFailJson in every test."""
-
-    def setUp(self):
-        super(ModuleTestCase, self).setUp()
-        self._exit_fail = patch_exit_fail()
-        self._exit_fail.__enter__()
-        self.addCleanup(self._exit_fail.__exit__, None, None, None)
