@@ -50,6 +50,34 @@ THP_KERNELS = {
 }
 
 
+# /etc/os-release of the distributions the tests model (the boot-loader family comes from it).
+OS_RELEASE = {
+    'el7': 'NAME="CentOS Linux"\nVERSION="7 (Core)"\nID="centos"\nID_LIKE="rhel fedora"\nVERSION_ID="7"\n',
+    'rhel7': 'NAME="Red Hat Enterprise Linux Server"\nID="rhel"\nID_LIKE="fedora"\nVERSION_ID="7.9"\n',
+    'el8': ('NAME="Red Hat Enterprise Linux"\nVERSION="8.9 (Ootpa)"\nID="rhel"\nID_LIKE="fedora"\n'
+            'VERSION_ID="8.9"\nPLATFORM_ID="platform:el8"\n'),
+    'el9': 'NAME="Rocky Linux"\nVERSION="9.3 (Blue Onyx)"\nID="rocky"\nID_LIKE="rhel centos fedora"\nVERSION_ID="9.3"\n',
+    'debian': ('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="12"\n'
+               'VERSION="12 (bookworm)"\nID=debian\n'),
+    'ubuntu': 'NAME="Ubuntu"\nVERSION_ID="22.04"\nID=ubuntu\nID_LIKE=debian\n',
+}
+
+# Stand-ins for the stock tuned profiles, reduced to the keys the tests look at (the upstream
+# files, abridged and by tuned version, are in fixtures/tuned): throughput-performance raises
+# read-ahead to 4096 KiB and sets THP itself; virtual-guest includes it.
+THROUGHPUT_PERFORMANCE = ('[main]\nsummary=Broadly applicable tuning for throughput (test fixture)\n\n'
+                          '[cpu]\ngovernor=performance\n\n[disk]\nreadahead=>4096\n\n'
+                          '[vm]\ntransparent_hugepages=always\n')
+VIRTUAL_GUEST = ('[main]\nsummary=Tuning for virtual guests (test fixture)\ninclude=throughput-performance\n\n'
+                 '[sysctl]\nvm.swappiness = 30\n')
+STOCK_PROFILES = {'throughput-performance': THROUGHPUT_PERFORMANCE, 'virtual-guest': VIRTUAL_GUEST}
+
+# tuned's state files (as plugins/module_utils/tuned.py names them).
+TUNED_ACTIVE_PROFILE = '/etc/tuned/active_profile'
+TUNED_PROFILE_MODE = '/etc/tuned/profile_mode'
+TUNED_PID = '/run/tuned/tuned.pid'
+
+
 def render_choice(offered, active):
     """``always madvise [never]``: the offered values with the active one in brackets."""
     return ' '.join('[%s]' % v if v == active else v for v in offered) + '\n'
@@ -290,6 +318,27 @@ class FakeHost(object):
                 return _SysfsAttrWrite(self, '/' + os.path.relpath(full, self.root))
             return real_open(path, mode, *args, **kwargs)
         return fake_open
+
+    # -- tuned ---------------------------------------------------------------------------
+    def add_tuned(self, active='virtual-guest', mode='auto', running=False, profiles=None):
+        """The stock profiles (``profiles``: name -> text, STOCK_PROFILES by default) in /usr/lib/tuned,
+        ``active`` as the active profile in ``mode``; ``running`` adds tuned's PID file and process."""
+        for name, text in sorted((STOCK_PROFILES if profiles is None else profiles).items()):
+            self.write('/usr/lib/tuned/%s/tuned.conf' % name, text)
+        self.write(TUNED_ACTIVE_PROFILE, active + '\n')
+        self.write(TUNED_PROFILE_MODE, mode + '\n')
+        if running:
+            self.write(TUNED_PID, '812\n')
+            self.mkdir('/proc/812')
+        return self
+
+    def install_profiles(self, name, directory='/usr/lib/tuned'):
+        """The profile set ``fixtures/tuned/<name>`` (``<profile>/tuned.conf`` each) into ``directory``."""
+        base = os.path.join(FIXTURES, 'tuned', name)
+        for profile in sorted(os.listdir(base)):
+            if os.path.isfile(os.path.join(base, profile, 'tuned.conf')):  # the shadow tree adds __init__.py files
+                self.write('%s/%s/tuned.conf' % (directory, profile), fixture('tuned/%s/%s/tuned.conf' % (name, profile)))
+        return self
 
     # -- mounts ----------------------------------------------------------------------------
     def mount(self, majmin, mountpoint, fstype='xfs', source='/dev/root', options='rw,relatime'):

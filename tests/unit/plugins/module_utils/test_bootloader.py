@@ -28,18 +28,9 @@ import pytest
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils import bootloader as bl
 from ansible_collections.aemops.os_tuning.plugins.module_utils.files import atomic_write
-from fakehost import GRUBBY_VERSIONS, fixture, install_boot_tools
+from fakehost import GRUBBY_VERSIONS, OS_RELEASE, fixture, install_boot_tools
 
 KEY = 'transparent_hugepage'
-
-OS_RELEASE = {
-    'el7': 'NAME="CentOS Linux"\nVERSION="7 (Core)"\nID="centos"\nID_LIKE="rhel fedora"\nVERSION_ID="7"\n',
-    'rhel7': 'NAME="Red Hat Enterprise Linux Server"\nID="rhel"\nID_LIKE="fedora"\nVERSION_ID="7.9"\n',
-    'el8': 'NAME="Red Hat Enterprise Linux"\nVERSION="8.9 (Ootpa)"\nID="rhel"\nID_LIKE="fedora"\nVERSION_ID="8.9"\n',
-    'el9': 'NAME="Rocky Linux"\nVERSION="9.3 (Blue Onyx)"\nID="rocky"\nID_LIKE="rhel centos fedora"\nVERSION_ID="9.3"\n',
-    'debian': 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="12"\nID=debian\n',
-    'ubuntu': 'NAME="Ubuntu"\nVERSION_ID="22.04"\nID=ubuntu\nID_LIKE=debian\n',
-}
 
 GRUB_EL7 = (
     'GRUB_TIMEOUT=5\n'

@@ -35,9 +35,6 @@ NVME1_MATCH = 'ATTRS{serial}=="vol0123456789abcdef0"'
 NVME0_MATCH = 'ATTRS{serial}=="vol0rootrootrootroot"'
 REPO = '/opt/aem/crx-quickstart/repository'
 
-THROUGHPUT_PERFORMANCE = '[main]\nsummary=test fixture\n[cpu]\ngovernor=performance\n[disk]\nreadahead=>4096\n'
-VIRTUAL_GUEST = '[main]\nsummary=test fixture\ninclude=throughput-performance\n[sysctl]\nvm.swappiness=30\n'
-
 
 # ---------------------------------------------------------------------------------------------
 # The fake host and its tools
@@ -140,13 +137,7 @@ class Env(object):
         return self.host.read_ahead(name)
 
     def with_tuned(self, active='virtual-guest', running=False):
-        self.host.write('/usr/lib/tuned/throughput-performance/tuned.conf', THROUGHPUT_PERFORMANCE)
-        self.host.write('/usr/lib/tuned/virtual-guest/tuned.conf', VIRTUAL_GUEST)
-        self.host.write(tuned.ACTIVE_PROFILE_FILE, active + '\n')
-        self.host.write(tuned.PROFILE_MODE_FILE, 'auto\n')
-        if running:
-            self.host.write(tuned.PID_FILE, '812\n')
-            self.host.mkdir('/proc/812')
+        self.host.add_tuned(active, running=running)
         return self
 
 

@@ -37,28 +37,15 @@ from ansible_collections.aemops.os_tuning.plugins.modules import thp as thp_modu
 from ansible_collections.aemops.os_tuning.tests.unit.utils import (
     AnsibleExitJson, AnsibleFailJson, set_module_args,
 )
-from fakehost import GRUBBY_VERSIONS, THP_DIR, THP_DIR_RHEL6, FakeHost, fixture, install_boot_tools, tree_checksum
+from fakehost import (
+    GRUBBY_VERSIONS, OS_RELEASE, THP_DIR, THP_DIR_RHEL6, FakeHost, fixture, install_boot_tools, tree_checksum,
+)
 
 BASELINE = thp.BASELINE_FILE
 CHILD = '/etc/tuned/%s/tuned.conf' % tuned.CHILD_PROFILE
 KHUGEPAGED_PATH = THP_DIR + '/khugepaged/defrag'
 EL8_DEFRAG = ['always', 'defer', 'defer+madvise', 'madvise', 'never']
 MODES = ['always', 'madvise', 'never']
-
-# Stock profiles, reduced to what matters: throughput-performance sets THP itself.
-THROUGHPUT_PERFORMANCE = ('[main]\nsummary=Broadly applicable tuning for throughput (test fixture)\n\n'
-                          '[cpu]\ngovernor=performance\n\n[disk]\nreadahead=>4096\n\n'
-                          '[vm]\ntransparent_hugepages=always\n')
-VIRTUAL_GUEST = ('[main]\nsummary=Tuning for virtual guests (test fixture)\ninclude=throughput-performance\n\n'
-                 '[sysctl]\nvm.swappiness = 30\n')
-
-OS_RELEASE = {
-    'el7': 'NAME="CentOS Linux"\nVERSION="7 (Core)"\nID="centos"\nID_LIKE="rhel fedora"\nVERSION_ID="7"\n',
-    'el8': ('NAME="Red Hat Enterprise Linux"\nVERSION="8.6 (Ootpa)"\nID="rhel"\nID_LIKE="fedora"\n'
-            'VERSION_ID="8.6"\n'),
-    'debian': ('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="12"\n'
-               'ID=debian\n'),
-}
 
 EL8_ARGS = 'ro crashkernel=auto resume=/dev/mapper/rhel-swap rd.lvm.lv=rhel/root rd.lvm.lv=rhel/swap rhgb quiet'
 KERNELOPTS = 'root=/dev/mapper/rhel-root ' + EL8_ARGS
@@ -339,7 +326,7 @@ class Env(object):
         grubby-bls fake of fakehost.py, with its rpm and grub2-editenv), grubenv kernelopts and tuned."""
         arg = '' if cmdline_value is None else ' transparent_hugepage=%s' % cmdline_value
         self.host.add_thp(thp_kernel)
-        self.host.write('/etc/os-release', OS_RELEASE['el8'])
+        self.host.write('/etc/os-release', OS_RELEASE['el8'].replace('8.9', '8.6'))
         self.host.write('/etc/default/grub', GRUB_EL8.replace('rhgb quiet"', 'rhgb quiet%s"' % arg))
         for kernel in EL8_KERNELS:
             self.host.write('/boot/loader/entries/%s-%s.conf' % (MACHINE_ID, kernel), ''.join('%s %s\n' % kv for kv in [
@@ -369,8 +356,7 @@ class Env(object):
         """Rocky 9.3: BLS entries with literal options that GRUB reads, no grubenv kernelopts,
         /etc/kernel/cmdline (unless ``kernel_cmdline`` is False), grubby ``grubby_version``, tuned."""
         self.host.add_thp('el8')
-        self.host.write('/etc/os-release', 'NAME="Rocky Linux"\nID="rocky"\nID_LIKE="rhel centos fedora"\n'
-                                           'VERSION_ID="9.3"\n')
+        self.host.write('/etc/os-release', OS_RELEASE['el9'])
         self.host.write('/etc/default/grub', GRUB_EL8.replace('rhel/', 'rl/'))
         for kernel in EL9_KERNELS:
             self.host.write('/boot/loader/entries/%s-%s.conf' % (MACHINE_ID, kernel), ''.join('%s %s\n' % kv for kv in [
@@ -414,13 +400,7 @@ class Env(object):
         return self
 
     def with_tuned(self, active='virtual-guest', running=False):
-        self.host.write('/usr/lib/tuned/throughput-performance/tuned.conf', THROUGHPUT_PERFORMANCE)
-        self.host.write('/usr/lib/tuned/virtual-guest/tuned.conf', VIRTUAL_GUEST)
-        self.host.write(tuned.ACTIVE_PROFILE_FILE, active + '\n')
-        self.host.write(tuned.PROFILE_MODE_FILE, 'auto\n')
-        if running:
-            self.host.write(tuned.PID_FILE, '812\n')
-            self.host.mkdir('/proc/812')
+        self.host.add_tuned(active, running=running)
         self.tool('tuned-adm')
         return self
 

@@ -31,7 +31,7 @@ from ansible.module_utils import basic
 from ansible_collections.aemops.os_tuning.plugins.module_utils import files, thp, tuned, udev_rules
 from ansible_collections.aemops.os_tuning.plugins.modules import tuning_facts
 from ansible_collections.aemops.os_tuning.tests.unit.utils import AnsibleExitJson, set_module_args
-from fakehost import FakeHost, nitro_host, tree_checksum
+from fakehost import OS_RELEASE, THROUGHPUT_PERFORMANCE, FakeHost, nitro_host, tree_checksum
 
 RULES = udev_rules.RULES_FILE
 CHILD = '/etc/tuned/%s/tuned.conf' % tuned.CHILD_PROFILE
@@ -43,21 +43,7 @@ NVME0_SERIAL = 'vol0rootrootrootroot'
 NVME1_MATCH = 'ATTRS{serial}=="%s"' % NVME1_SERIAL
 THP_DIR = thp.THP_DIRS[0]
 
-THROUGHPUT_PERFORMANCE = ('[main]\nsummary=Broadly applicable tuning for throughput (test fixture)\n\n'
-                          '[cpu]\ngovernor=performance\n\n[disk]\nreadahead=>4096\n\n'
-                          '[vm]\ntransparent_hugepages=always\n')
-VIRTUAL_GUEST = ('[main]\nsummary=Tuning for virtual guests (test fixture)\ninclude=throughput-performance\n\n'
-                 '[sysctl]\nvm.swappiness = 30\n')
-
 TP_4096 = {'instance': 'disk', 'profile': 'throughput-performance', 'setting': '>4096', 'kb': 4096}
-
-OS_RELEASE = {
-    'el7': 'NAME="CentOS Linux"\nVERSION="7 (Core)"\nID="centos"\nID_LIKE="rhel fedora"\nVERSION_ID="7"\n',
-    'el8': ('NAME="Red Hat Enterprise Linux"\nVERSION="8.9 (Ootpa)"\nID="rhel"\nID_LIKE="fedora"\n'
-            'VERSION_ID="8.9"\nPLATFORM_ID="platform:el8"\n'),
-    'debian': ('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="12"\n'
-               'VERSION="12 (bookworm)"\nID=debian\n'),
-}
 
 EL8_KERNEL = '4.18.0-513.5.1.el8_9.x86_64'
 EL8_ARGS = 'root=/dev/nvme0n1p1 ro console=ttyS0,115200n8 crashkernel=auto'
@@ -172,14 +158,8 @@ class Env(object):
 
     # -- host builders ---------------------------------------------------------------------
     def with_tuned(self, active='virtual-guest', running=True, version='2.21.0', mode='auto'):
-        self.host.write('/usr/lib/tuned/throughput-performance/tuned.conf', THROUGHPUT_PERFORMANCE)
-        self.host.write('/usr/lib/tuned/virtual-guest/tuned.conf', VIRTUAL_GUEST)
-        self.host.write(tuned.ACTIVE_PROFILE_FILE, active + '\n')
-        self.host.write(tuned.PROFILE_MODE_FILE, mode + '\n')
+        self.host.add_tuned(active, mode, running)
         self.tools.tuned_version = ('tuned-adm %s\n' % version, '')
-        if running:
-            self.host.write(tuned.PID_FILE, '812\n')
-            self.host.mkdir('/proc/812')
         return self
 
     def with_thp(self, enabled='always madvise never', defrag='always defer defer+madvise madvise never',
