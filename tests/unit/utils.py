@@ -160,3 +160,60 @@ def run_module(main, args=None, failed=False):
                 return exc.result
     raise AssertionError('module returned without calling exit_json or fail_json')
 
+
+class Env(object):
+    """A module's ``main()`` run against a fake host (fakehost.FakeHost) and its tools (fakehost.FakeTools).
+
+    :meth:`attach` points the module's ``ROOT`` at the host's tree and ``AnsibleModule``'s
+    ``get_bin_path``, ``run_command`` and ``warn`` at the tools and at :attr:`warnings`; then
+    :meth:`run` expects ``exit_json`` and :meth:`fail` ``fail_json``, each returning the result.
+    Test files subclass it only for their own host layouts and state readers.
+    """
+
+    def __init__(self, module, host, tools):
+        self.module = module
+        self.host = host
+        self.tools = tools
+        self.warnings = []
+        self.result = None
+
+    @property
+    def root(self):
+        return self.host.root
+
+    def attach(self, monkeypatch):
+        env = self
+        monkeypatch.setattr(self.module, 'ROOT', self.host.root)
+        monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path',
+                            lambda module, arg, required=False, opt_dirs=None: env.tools.get_bin_path(module, arg, required))
+        monkeypatch.setattr(basic.AnsibleModule, 'run_command',
+                            lambda module, args, check_rc=False, **kw: env.tools.run_command(module, args, check_rc, **kw))
+        monkeypatch.setattr(basic.AnsibleModule, 'warn', lambda module, msg: env.warnings.append(msg))
+        return self
+
+    def _call(self, args, check, diff):
+        args = dict(args or {})
+        if check:
+            args['_ansible_check_mode'] = True
+        if diff:
+            args['_ansible_diff'] = True
+        del self.warnings[:]
+        with set_module_args(args):
+            self.module.main()
+
+    def run(self, args=None, check=False, diff=False):
+        """Run the module, expecting exit_json; return (and keep in :attr:`result`) what it reported."""
+        with pytest.raises(AnsibleExitJson) as info:
+            self._call(args, check, diff)
+        self.result = info.value.result
+        return self.result
+
+    def fail(self, args=None, check=False):
+        """Run the module, expecting fail_json; return what it reported."""
+        with pytest.raises(AnsibleFailJson) as info:
+            self._call(args, check, False)
+        self.result = info.value.result
+        return self.result
+
+    def ran(self, tool, *words):
+        return self.tools.ran(tool, *words)
