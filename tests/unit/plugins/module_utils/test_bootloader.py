@@ -28,7 +28,7 @@ import pytest
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils import bootloader as bl
 from ansible_collections.aemops.os_tuning.plugins.module_utils.files import atomic_write
-from fakehost import GRUBBY_VERSIONS, OS_RELEASE, fixture, install_boot_tools
+from fakehost import GRUBBY_VERSIONS, OS_RELEASE, FakeHost, fixture, install_boot_tools
 
 KEY = 'transparent_hugepage'
 
@@ -85,40 +85,20 @@ if [ "$1" = -o ]; then out='%(root)s'"$2"; else out='%(root)s/boot/grub/grub.cfg
 '''
 
 
-class Host(object):
-    """A fake host: a root tree, a bin directory of fake tools and their call log."""
+class Host(FakeHost):
+    """The fake host (fakehost.FakeHost under ``tmpdir/root``), a bin directory of fake tools and their call log."""
 
     def __init__(self, tmpdir):
-        self.root = str(tmpdir.join('root'))
+        super(Host, self).__init__(tmpdir.join('root'))
         self.bin = str(tmpdir.join('bin'))
         self.log = str(tmpdir.join('calls.log'))
-        for d in (self.root, self.bin):
-            os.makedirs(d)
+        os.makedirs(self.bin)
         open(self.log, 'w').close()
         self.argv_log = []
 
-    # files under root
-    def path(self, target):
-        return os.path.join(self.root, target.lstrip('/'))
-
-    def write(self, target, text):
-        full = self.path(target)
-        if not os.path.isdir(os.path.dirname(full)):
-            os.makedirs(os.path.dirname(full))
-        with open(full, 'w') as f:
-            f.write(text)
-
     def read(self, target):
-        full = self.path(target)
-        if not os.path.exists(full):
-            return None
-        with open(full) as f:
-            return f.read()
-
-    def mkdir(self, target):
-        full = self.path(target)
-        if not os.path.isdir(full):
-            os.makedirs(full)
+        """The text of ``target``, or None when it does not exist."""
+        return super(Host, self).read(target) if self.exists(target) else None
 
     # fake tools
     def tool(self, name, script):
