@@ -3,7 +3,21 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Build fake host trees (sysfs, /run/udev/data, /proc/self/mountinfo, /etc) for unit tests.
+"""The fake host of every unit test: its tree, its tools and the fixtures that describe it.
+
+- :class:`FakeHost` builds host trees (sysfs, /run/udev/data, /proc/self/mountinfo, /etc,
+  tuned profiles with :meth:`FakeHost.add_tuned`); :func:`nitro_host` is the typical AEM host.
+- :class:`FakeTools` is the one fake of the programs the modules run (lvs, lvchange, udevadm,
+  tuned-adm, grubby/rpm/grub2-editenv, grub2-mkconfig, update-grub): stateful, acting on the
+  tree, dispatching by tool name and recording every call (see the comment above it).
+- ``FAKE_BOOT_TOOLS`` is the versioned grubby-bls model (GRUBBY_VERSIONS), run by FakeTools
+  and, as executables, by :func:`install_boot_tools`.
+- OS_RELEASE, STOCK_PROFILES (THROUGHPUT_PERFORMANCE, VIRTUAL_GUEST) and :func:`fixture`
+  (tests/unit/fixtures) are the shared fixtures.
+
+utils.py runs a module's ``main()`` against a FakeHost and its FakeTools (``Env``).
+
+Tree layout:
 
 The layout mirrors a real host: device directories under /sys/devices, with /sys/class/block,
 /sys/block and /sys/dev/block as relative symlinks into them; partitions inside their disk's

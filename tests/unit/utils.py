@@ -9,7 +9,18 @@ Runs on every interpreter the tests run on: Python 2.7 and 3.6 (``make compat``,
 ansible-core 2.16's module_utils) and Python 3.11 with ansible-core 2.16 and 2.19
 (``make unit``). So: no f-strings, no annotations, no keyword-only arguments.
 
-Typical use (the ``module_exit`` fixture is registered by tests/unit/conftest.py)::
+Module tests build an :class:`Env` (fakehost.FakeHost + fakehost.FakeTools, attached with
+``monkeypatch``) and call :meth:`Env.run`/:meth:`Env.fail`; for a one-off run without a fake
+host, ``run_module`` does. Typical use (``module_exit`` is registered by tests/unit/conftest.py)::
+
+    @pytest.fixture
+    def env(tmpdir, monkeypatch, module_exit):
+        host = nitro_host(tmpdir.join('root'))
+        return Env(read_ahead, host, nitro_tools(host, str(tmpdir.join('bin')))).attach(monkeypatch)
+
+    def test_check_mode(env):
+        result = env.run({'paths': ['/'], 'read_ahead_kb': 32}, check=True)
+        assert result['changed'] is True and env.tools.mutations() == []
 
     from ansible_collections.aemops.os_tuning.plugins.modules import read_ahead
     from ansible_collections.aemops.os_tuning.tests.unit.utils import (
