@@ -45,4 +45,4 @@ if not _collection_importable():
     sys.path.insert(0, _LINK_ROOT)
 
 # Fixtures from the helper modules, available to every test below tests/unit.
-from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import module_exit  # noqa: E402,F401 pylint: disable=unused-import
+from ansible_collections.aemops.os_tuning.tests.unit.utils import module_exit  # noqa: E402,F401 pylint: disable=unused-import

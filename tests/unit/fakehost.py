@@ -3,7 +3,21 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Build fake host trees (sysfs, /run/udev/data, /proc/self/mountinfo, /etc) for unit tests.
+"""The fake host of every unit test: its tree, its tools and the fixtures that describe it.
+
+- :class:`FakeHost` builds host trees (sysfs, /run/udev/data, /proc/self/mountinfo, /etc,
+  tuned profiles with :meth:`FakeHost.add_tuned`); :func:`nitro_host` is the typical AEM host.
+- :class:`FakeTools` is the one fake of the programs the modules run (lvs, lvchange, udevadm,
+  tuned-adm, grubby/rpm/grub2-editenv, grub2-mkconfig, update-grub): stateful, acting on the
+  tree, dispatching by tool name and recording every call (see the comment above it).
+- ``FAKE_BOOT_TOOLS`` is the versioned grubby-bls model (GRUBBY_VERSIONS), run by FakeTools
+  and, as executables, by :func:`install_boot_tools`.
+- OS_RELEASE, STOCK_PROFILES (THROUGHPUT_PERFORMANCE, VIRTUAL_GUEST) and :func:`fixture`
+  (tests/unit/fixtures) are the shared fixtures.
+
+utils.py runs a module's ``main()`` against a FakeHost and its FakeTools (``Env``).
+
+Tree layout:
 
 The layout mirrors a real host: device directories under /sys/devices, with /sys/class/block,
 /sys/block and /sys/dev/block as relative symlinks into them; partitions inside their disk's
@@ -25,6 +39,8 @@ import errno
 import hashlib
 import os
 import re
+import subprocess
+import sys
 
 THP_DIR = '/sys/kernel/mm/transparent_hugepage'
 THP_DIR_RHEL6 = '/sys/kernel/mm/redhat_transparent_hugepage'
@@ -48,6 +64,34 @@ THP_KERNELS = {
                         'khugepaged/defrag': None},
             'default': {'enabled': 'always', 'defrag': 'madvise', 'khugepaged/defrag': '1'}},
 }
+
+
+# /etc/os-release of the distributions the tests model (the boot-loader family comes from it).
+OS_RELEASE = {
+    'el7': 'NAME="CentOS Linux"\nVERSION="7 (Core)"\nID="centos"\nID_LIKE="rhel fedora"\nVERSION_ID="7"\n',
+    'rhel7': 'NAME="Red Hat Enterprise Linux Server"\nID="rhel"\nID_LIKE="fedora"\nVERSION_ID="7.9"\n',
+    'el8': ('NAME="Red Hat Enterprise Linux"\nVERSION="8.9 (Ootpa)"\nID="rhel"\nID_LIKE="fedora"\n'
+            'VERSION_ID="8.9"\nPLATFORM_ID="platform:el8"\n'),
+    'el9': 'NAME="Rocky Linux"\nVERSION="9.3 (Blue Onyx)"\nID="rocky"\nID_LIKE="rhel centos fedora"\nVERSION_ID="9.3"\n',
+    'debian': ('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="12"\n'
+               'VERSION="12 (bookworm)"\nID=debian\n'),
+    'ubuntu': 'NAME="Ubuntu"\nVERSION_ID="22.04"\nID=ubuntu\nID_LIKE=debian\n',
+}
+
+# Stand-ins for the stock tuned profiles, reduced to the keys the tests look at (the upstream
+# files, abridged and by tuned version, are in fixtures/tuned): throughput-performance raises
+# read-ahead to 4096 KiB and sets THP itself; virtual-guest includes it.
+THROUGHPUT_PERFORMANCE = ('[main]\nsummary=Broadly applicable tuning for throughput (test fixture)\n\n'
+                          '[cpu]\ngovernor=performance\n\n[disk]\nreadahead=>4096\n\n'
+                          '[vm]\ntransparent_hugepages=always\n')
+VIRTUAL_GUEST = ('[main]\nsummary=Tuning for virtual guests (test fixture)\ninclude=throughput-performance\n\n'
+                 '[sysctl]\nvm.swappiness = 30\n')
+STOCK_PROFILES = {'throughput-performance': THROUGHPUT_PERFORMANCE, 'virtual-guest': VIRTUAL_GUEST}
+
+# tuned's state files (as plugins/module_utils/tuned.py names them).
+TUNED_ACTIVE_PROFILE = '/etc/tuned/active_profile'
+TUNED_PROFILE_MODE = '/etc/tuned/profile_mode'
+TUNED_PID = '/run/tuned/tuned.pid'
 
 
 def render_choice(offered, active):
@@ -290,6 +334,27 @@ class FakeHost(object):
                 return _SysfsAttrWrite(self, '/' + os.path.relpath(full, self.root))
             return real_open(path, mode, *args, **kwargs)
         return fake_open
+
+    # -- tuned ---------------------------------------------------------------------------
+    def add_tuned(self, active='virtual-guest', mode='auto', running=False, profiles=None):
+        """The stock profiles (``profiles``: name -> text, STOCK_PROFILES by default) in /usr/lib/tuned,
+        ``active`` as the active profile in ``mode``; ``running`` adds tuned's PID file and process."""
+        for name, text in sorted((STOCK_PROFILES if profiles is None else profiles).items()):
+            self.write('/usr/lib/tuned/%s/tuned.conf' % name, text)
+        self.write(TUNED_ACTIVE_PROFILE, active + '\n')
+        self.write(TUNED_PROFILE_MODE, mode + '\n')
+        if running:
+            self.write(TUNED_PID, '812\n')
+            self.mkdir('/proc/812')
+        return self
+
+    def install_profiles(self, name, directory='/usr/lib/tuned'):
+        """The profile set ``fixtures/tuned/<name>`` (``<profile>/tuned.conf`` each) into ``directory``."""
+        base = os.path.join(FIXTURES, 'tuned', name)
+        for profile in sorted(os.listdir(base)):
+            if os.path.isfile(os.path.join(base, profile, 'tuned.conf')):  # the shadow tree adds __init__.py files
+                self.write('%s/%s/tuned.conf' % (directory, profile), fixture('tuned/%s/%s/tuned.conf' % (name, profile)))
+        return self
 
     # -- mounts ----------------------------------------------------------------------------
     def mount(self, majmin, mountpoint, fstype='xfs', source='/dev/root', options='rw,relatime'):
@@ -637,7 +702,6 @@ def install_boot_tools(bin_dir, root, version, python=None, tools=('grubby', 'rp
     """Put fake ``grubby`` (grubby-bls of package ``version``, one of GRUBBY_VERSIONS), ``rpm``
     and ``grub2-editenv`` acting on the tree ``root`` into ``bin_dir``. Returns the paths."""
     import stat
-    import sys
     script = os.path.join(bin_dir, 'fake_boot_tools.py')
     with open(script, 'w') as f:
         f.write(FAKE_BOOT_TOOLS)
@@ -650,3 +714,224 @@ def install_boot_tools(bin_dir, root, version, python=None, tools=('grubby', 'rp
         os.chmod(full, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
         paths.append(full)
     return paths
+
+
+# -- the host's tools ---------------------------------------------------------------------------
+#
+# One stateful fake of the programs the modules run, for every module test: ``get_bin_path`` and
+# ``run_command`` of AnsibleModule (or ``which``/``run`` for module_utils) are pointed at a
+# FakeTools, which records every argv in ``calls`` and answers as the program would, acting on
+# the FakeHost's tree, so a second run sees what the first one did:
+#
+#   lvs, lvchange       the LVM read-ahead held in ``lvm`` (``add_lv``); lvchange also sets the
+#                       LV's read_ahead_kb as LVM does on an active LV
+#   udevadm             succeeds (the rules file is what the tests look at)
+#   tuned-adm           --version (``tuned_version``, on stderr when ``tuned_python2``), verify
+#                       (``verify_rc``), profile (switches active_profile, mode manual; sets THP
+#                       enabled to ``tuned_sets_enabled`` when that is set, as a stale tuned does)
+#   grubby, rpm,        the versioned grubby-bls model above (``boot_tools(version)``), run as a
+#   grub2-editenv       script on the tree
+#   grub2-mkconfig,     regenerate grub.cfg from /etc/default/grub as /bin/sh sources it
+#   update-grub
+#
+# ``fail(tool, rc, err, when)`` makes the calls of ``tool`` whose argv holds every word of ``when``
+# fail without running. A tool that is not ``installed`` is not found, an installed one without a
+# model exits 127.
+
+TOOL_PATHS = {
+    'lvs': '/usr/sbin/lvs', 'lvchange': '/usr/sbin/lvchange', 'udevadm': '/usr/bin/udevadm',
+    'tuned-adm': '/usr/sbin/tuned-adm', 'grubby': '/usr/sbin/grubby', 'rpm': '/usr/bin/rpm',
+    'grub2-editenv': '/usr/bin/grub2-editenv', 'grub2-mkconfig': '/usr/sbin/grub2-mkconfig',
+    'update-grub': '/usr/sbin/update-grub',
+}
+
+# Calls that only read: (tool, words its argv holds).
+READ_ONLY_CALLS = (('lvs', ()), ('tuned-adm', ('--version',)), ('tuned-adm', ('verify',)), ('grubby', ('--info=ALL',)),
+                   ('grub2-editenv', ('-', 'list')), ('rpm', ('-q',)))
+
+LVS_ARGS = ['--noheadings', '--nosuffix', '--units', 's', '-o', 'lv_read_ahead']
+
+TUNED_VERIFY_OK = 'Verification succeeded, current system settings match the preset profile.\n'
+TUNED_VERIFY_FAILED = ('Verification failed, current system settings differ from the preset profile.\n'
+                       'You can mostly fix this by restarting the TuneD daemon, e.g.:\n  systemctl restart tuned\n')
+
+
+class FakeTools(object):
+    """The host's tools, faked in one place: dispatch by tool name, record every call (see above)."""
+
+    HANDLERS = {'lvs': '_lvs', 'lvchange': '_lvchange', 'udevadm': '_udevadm', 'tuned-adm': '_tuned_adm',
+                'grubby': '_grubby', 'rpm': '_rpm', 'grub2-editenv': '_grub2_editenv',
+                'grub2-mkconfig': '_grub2_mkconfig', 'update-grub': '_update_grub'}
+
+    def __init__(self, host, bin_dir=None, installed=()):
+        self.host = host
+        self.bin_dir = bin_dir
+        self.installed = set(installed)
+        self.calls = []
+        self.failures = []
+        self.lvm = {}
+        self.tuned_version = '2.21.0'
+        self.tuned_python2 = False
+        self.tuned_sets_enabled = None
+        self.verify_rc = 0
+        self.grubby_version = None
+
+    # -- setup ---------------------------------------------------------------------------------
+    def path(self, name):
+        return TOOL_PATHS.get(name, '/usr/bin/' + name)
+
+    def install(self, *names):
+        self.installed.update(names)
+        return self
+
+    def uninstall(self, *names):
+        self.installed.difference_update(names)
+        return self
+
+    def add_lv(self, vg_lv, dm, read_ahead='auto'):
+        """An LV ``vg/lv`` on device ``dm`` whose LVM read-ahead is ``read_ahead`` (sectors or 'auto')."""
+        self.lvm[vg_lv] = {'read_ahead': read_ahead, 'dm': dm}
+        return self
+
+    def boot_tools(self, version):
+        """grubby, rpm and grub2-editenv as the grubby-bls of package ``version`` (GRUBBY_VERSIONS)."""
+        assert version in GRUBBY_VERSIONS, version
+        if not os.path.isdir(self.bin_dir):
+            os.makedirs(self.bin_dir)
+        with open(os.path.join(self.bin_dir, 'fake_boot_tools.py'), 'w') as f:
+            f.write(FAKE_BOOT_TOOLS)
+        self.grubby_version = version
+        return self.install('grubby', 'rpm', 'grub2-editenv')
+
+    def fail(self, tool, rc=1, err='', when=()):
+        """Calls of ``tool`` whose argv holds every word of ``when`` exit ``rc`` with ``err``."""
+        self.failures.append((tool, tuple(when), rc, err))
+        return self
+
+    # -- the injected callables ----------------------------------------------------------------
+    def which(self, name):
+        return self.path(name) if name in self.installed else None
+
+    def run(self, argv):
+        argv = list(argv)
+        self.calls.append(argv)
+        tool = os.path.basename(argv[0])
+        if tool not in self.installed or argv[0] != self.path(tool):
+            return 127, '', 'sh: %s: command not found\n' % argv[0]
+        for name, words, rc, err in self.failures:
+            if name == tool and all(w in argv[1:] for w in words):
+                return rc, '', err
+        if tool not in self.HANDLERS:
+            return 127, '', '%s: not faked\n' % tool
+        return getattr(self, self.HANDLERS[tool])(argv[1:])
+
+    def get_bin_path(self, module, arg, required=False, opt_dirs=None):
+        found = self.which(arg)
+        if found is None and required:
+            module.fail_json(msg='Failed to find required executable "%s"' % arg)
+        return found
+
+    def run_command(self, module, args, check_rc=False, **kwargs):
+        rc, out, err = self.run(args)
+        if check_rc and rc != 0:
+            module.fail_json(msg='command failed: %s' % ' '.join(args), rc=rc, stdout=out, stderr=err)
+        return rc, out, err
+
+    # -- what was run ----------------------------------------------------------------------------
+    def ran(self, tool, *words):
+        """The recorded invocations of ``tool`` (optionally only those containing ``words``)."""
+        return [c for c in self.calls if os.path.basename(c[0]) == tool and all(w in c for w in words)]
+
+    def mutations(self):
+        """The calls other than the read-only ones (READ_ONLY_CALLS)."""
+        return [c for c in self.calls if not any(
+            os.path.basename(c[0]) == tool and all(w in c[1:] for w in words) for tool, words in READ_ONLY_CALLS)]
+
+    # -- the tools -------------------------------------------------------------------------------
+    def _lvs(self, args):
+        if args[:-1] != LVS_ARGS:
+            return 3, '', 'fake lvs: only %s VG/LV\n' % ' '.join(LVS_ARGS)
+        if args[-1] not in self.lvm:
+            return 5, '', '  Failed to find logical volume "%s"\n' % args[-1]
+        return 0, '  %s\n' % self.lvm[args[-1]]['read_ahead'], ''
+
+    def _lvchange(self, args):
+        if len(args) != 3 or args[0] != '--readahead' or args[2] not in self.lvm:
+            return 3, '', 'fake lvchange: only --readahead VALUE VG/LV\n'
+        lv = self.lvm[args[2]]
+        lv['read_ahead'] = args[1] if args[1] == 'auto' else int(args[1])
+        # LVM applies the value to the active LV at once; "auto" gives the kernel's default.
+        kb = 128 if args[1] == 'auto' else int(args[1]) // 2
+        self.host.write(self.host._devdir(lv['dm']) + '/queue/read_ahead_kb', '%d\n' % kb)
+        return 0, '  Logical volume %s changed.\n' % args[2], ''
+
+    def _udevadm(self, args):
+        return 0, '', ''
+
+    def _tuned_adm(self, args):
+        if args == ['--version']:
+            # argparse's version action prints to stderr on Python 2 (tuned on RHEL 7), stdout on 3.
+            text = 'tuned-adm %s\n' % self.tuned_version
+            return (0, '', text) if self.tuned_python2 else (0, text, '')
+        if args == ['verify']:
+            return (self.verify_rc, TUNED_VERIFY_FAILED, '') if self.verify_rc else (0, TUNED_VERIFY_OK, '')
+        if args[:1] == ['profile'] and len(args) > 1:
+            for name in args[1:]:
+                if not any(self.host.exists('%s/%s/tuned.conf' % (d, name)) for d in
+                           ('/usr/lib/tuned', '/etc/tuned', '/usr/lib/tuned/profiles', '/etc/tuned/profiles')):
+                    return 1, '', "Requested profile '%s' doesn't exist.\n" % name
+            self.host.write(TUNED_ACTIVE_PROFILE, ' '.join(args[1:]) + '\n')
+            self.host.write(TUNED_PROFILE_MODE, 'manual\n')
+            if self.tuned_sets_enabled:
+                target = self.host.thp_dir + '/enabled'
+                offered = [w.strip('[]') for w in self.host.read(target).split()]
+                self.host.write(target, render_choice(offered, self.tuned_sets_enabled))
+            return 0, '', ''
+        return 64, '', 'tuned-adm: unexpected arguments %r\n' % (args,)
+
+    def _boot(self, tool, args):
+        if self.grubby_version is None:
+            return 127, '', '%s: not faked\n' % tool
+        argv = [sys.executable, os.path.join(self.bin_dir, 'fake_boot_tools.py'), self.host.root, self.grubby_version,
+                tool] + list(args)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        out, err = proc.communicate()
+        return proc.returncode, out, err
+
+    def _grubby(self, args):
+        return self._boot('grubby', args)
+
+    def _rpm(self, args):
+        return self._boot('rpm', args)
+
+    def _grub2_editenv(self, args):
+        return self._boot('grub2-editenv', args)
+
+    def _grub2_mkconfig(self, args):
+        if args[:1] != ['-o'] or len(args) != 2:
+            return 64, '', 'grub2-mkconfig: usage: grub2-mkconfig -o FILE\n'
+        return self._mkconfig('grub2-mkconfig', args[1], 'linux16', '3.10.0-1160.el7.x86_64')
+
+    def _update_grub(self, args):
+        return self._mkconfig('update-grub', '/boot/grub/grub.cfg', 'linux', '6.1.0-18-amd64')
+
+    def _mkconfig(self, tool, target, linux, kernel):
+        """Kernel lines from /etc/default/grub as /bin/sh sees it."""
+        script = '. "$1"; printf "%s\\n%s" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"'
+        proc = subprocess.Popen(['/bin/sh', '-c', script, 'sh', self.host.path('/etc/default/grub')],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+        value, err = proc.communicate()
+        if proc.returncode:
+            return 1, '', '%s: /etc/default/grub: %s\n' % (tool, err.strip())
+        cmdline, default = value.split('\n', 1)
+        self.host.write(target, 'set default=0\n### BEGIN /etc/grub.d/10_linux ###\n'
+                                "menuentry 'Linux %s' {\n\t%s\t/vmlinuz-%s root=/dev/mapper/root ro %s %s\n}\n"
+                                "menuentry 'Linux %s (rescue)' {\n\t%s\t/vmlinuz-%s root=/dev/mapper/root ro %s\n}\n"
+                                '### END /etc/grub.d/10_linux ###\n'
+                                % (kernel, linux, kernel, cmdline, default, kernel, linux, kernel, cmdline))
+        return 0, '', ''
+
+
+def nitro_tools(host, bin_dir=None):
+    """The tools of nitro_host(): lvs and lvchange know its LV, udevadm and tuned-adm are installed."""
+    return FakeTools(host, bin_dir, ['lvs', 'lvchange', 'udevadm', 'tuned-adm']).add_lv('vg_aem/lv_repo', 'dm-0')

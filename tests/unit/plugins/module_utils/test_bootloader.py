@@ -28,18 +28,9 @@ import pytest
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils import bootloader as bl
 from ansible_collections.aemops.os_tuning.plugins.module_utils.files import atomic_write
-from fakehost import GRUBBY_VERSIONS, fixture, install_boot_tools
+from fakehost import GRUBBY_VERSIONS, OS_RELEASE, FakeHost, fixture, install_boot_tools
 
 KEY = 'transparent_hugepage'
-
-OS_RELEASE = {
-    'el7': 'NAME="CentOS Linux"\nVERSION="7 (Core)"\nID="centos"\nID_LIKE="rhel fedora"\nVERSION_ID="7"\n',
-    'rhel7': 'NAME="Red Hat Enterprise Linux Server"\nID="rhel"\nID_LIKE="fedora"\nVERSION_ID="7.9"\n',
-    'el8': 'NAME="Red Hat Enterprise Linux"\nVERSION="8.9 (Ootpa)"\nID="rhel"\nID_LIKE="fedora"\nVERSION_ID="8.9"\n',
-    'el9': 'NAME="Rocky Linux"\nVERSION="9.3 (Blue Onyx)"\nID="rocky"\nID_LIKE="rhel centos fedora"\nVERSION_ID="9.3"\n',
-    'debian': 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="12"\nID=debian\n',
-    'ubuntu': 'NAME="Ubuntu"\nVERSION_ID="22.04"\nID=ubuntu\nID_LIKE=debian\n',
-}
 
 GRUB_EL7 = (
     'GRUB_TIMEOUT=5\n'
@@ -94,40 +85,20 @@ if [ "$1" = -o ]; then out='%(root)s'"$2"; else out='%(root)s/boot/grub/grub.cfg
 '''
 
 
-class Host(object):
-    """A fake host: a root tree, a bin directory of fake tools and their call log."""
+class Host(FakeHost):
+    """The fake host (fakehost.FakeHost under ``tmpdir/root``), a bin directory of fake tools and their call log."""
 
     def __init__(self, tmpdir):
-        self.root = str(tmpdir.join('root'))
+        super(Host, self).__init__(tmpdir.join('root'))
         self.bin = str(tmpdir.join('bin'))
         self.log = str(tmpdir.join('calls.log'))
-        for d in (self.root, self.bin):
-            os.makedirs(d)
+        os.makedirs(self.bin)
         open(self.log, 'w').close()
         self.argv_log = []
 
-    # files under root
-    def path(self, target):
-        return os.path.join(self.root, target.lstrip('/'))
-
-    def write(self, target, text):
-        full = self.path(target)
-        if not os.path.isdir(os.path.dirname(full)):
-            os.makedirs(os.path.dirname(full))
-        with open(full, 'w') as f:
-            f.write(text)
-
     def read(self, target):
-        full = self.path(target)
-        if not os.path.exists(full):
-            return None
-        with open(full) as f:
-            return f.read()
-
-    def mkdir(self, target):
-        full = self.path(target)
-        if not os.path.isdir(full):
-            os.makedirs(full)
+        """The text of ``target``, or None when it does not exist."""
+        return super(Host, self).read(target) if self.exists(target) else None
 
     # fake tools
     def tool(self, name, script):
@@ -525,25 +496,20 @@ def test_detect_el7_bios(host):
     assert 'BIOS' in facts['reason']
 
 
-def test_detect_el7_efi_uses_the_vendor_directory(host):
-    facts = el7_host(host, efi=True, vendor_dir='centos').detect()
-    assert facts['efi'] is True
-    assert facts['grub_cfg'] == '/boot/efi/EFI/centos/grub.cfg'
-    assert facts['method'] == 'grub2-mkconfig'
-
-
-def test_detect_el7_efi_prefers_the_directory_that_has_a_grub_cfg(host):
+@pytest.mark.parametrize('vendor_dir, os_release, vendor_mkdir, os_id, grub_cfg', [
+    pytest.param('centos', 'el7', None, 'centos', '/boot/efi/EFI/centos/grub.cfg', id='the-vendor-directory'),
     # RHEL 7 host whose ESP came from an image built as CentOS
-    facts = el7_host(host, efi=True, vendor_dir='centos', os_release='rhel7').detect()
-    assert facts['os_id'] == 'rhel'
-    assert facts['grub_cfg'] == '/boot/efi/EFI/centos/grub.cfg'
-
-
-def test_detect_el7_efi_falls_back_to_the_os_release_vendor(host):
-    el7_host(host, efi=True, os_release='rhel7')
-    host.mkdir('/boot/efi/EFI/redhat')
+    pytest.param('centos', 'rhel7', None, 'rhel', '/boot/efi/EFI/centos/grub.cfg', id='the-directory-with-a-grub-cfg'),
+    pytest.param(None, 'rhel7', 'redhat', 'rhel', '/boot/efi/EFI/redhat/grub.cfg', id='else-the-os-release-vendor'),
+])
+def test_detect_el7_efi_grub_cfg(host, vendor_dir, os_release, vendor_mkdir, os_id, grub_cfg):
+    el7_host(host, efi=True, vendor_dir=vendor_dir, os_release=os_release)
+    if vendor_mkdir:
+        host.mkdir('/boot/efi/EFI/%s' % vendor_mkdir)
     facts = host.detect()
-    assert facts['grub_cfg'] == '/boot/efi/EFI/redhat/grub.cfg'
+    assert facts['efi'] is True
+    assert facts['os_id'] == os_id
+    assert facts['grub_cfg'] == grub_cfg
     assert facts['method'] == 'grub2-mkconfig'
 
 
@@ -671,19 +637,19 @@ def test_detect_debian_with_grub(host):
     assert facts['grub_cfg'] == '/boot/grub/grub.cfg'
 
 
-def test_detect_debian_direct_kernel_boot_is_none(host):
-    facts = debian_host(host, grub=False).detect()
-    assert facts['method'] == 'none'
-    assert facts['grub_cfg'] is None
-    assert facts['reason'] == 'the boot loader is not managed here: no /boot/grub/grub.cfg (direct kernel boot?)'
-
-
-def test_detect_debian_grub_cfg_without_update_grub_is_none(host):
+@pytest.mark.parametrize('grub_cfg, reason', [
+    pytest.param(None, 'the boot loader is not managed here: no /boot/grub/grub.cfg (direct kernel boot?)',
+                 id='direct-kernel-boot'),
+    pytest.param('#\n', 'update-grub was not found', id='grub-cfg-without-update-grub'),
+])
+def test_detect_debian_without_a_managed_boot_loader_is_none(host, grub_cfg, reason):
     debian_host(host, grub=False)
-    host.write('/boot/grub/grub.cfg', '#\n')
+    if grub_cfg is not None:
+        host.write('/boot/grub/grub.cfg', grub_cfg)
     facts = host.detect()
     assert facts['method'] == 'none'
-    assert 'update-grub was not found' in facts['reason']
+    assert facts['grub_cfg'] is None
+    assert reason in facts['reason']
 
 
 # ---------------------------------------------------------------------------------------------
@@ -718,18 +684,22 @@ def test_el7_plan_apply_replan(host):
     assert host.plan()['reboot_required'] is False
 
 
-def test_el7_backout_restores(host):
-    el7_host(host)
+@pytest.mark.parametrize('make_host, grub_default, grub_cfg', [
+    pytest.param(el7_host, GRUB_EL7, '/boot/grub2/grub.cfg', id='el7'),
+    pytest.param(debian_host, GRUB_DEBIAN, '/boot/grub/grub.cfg', id='debian'),
+])
+def test_backout_restores_grub_default(host, make_host, grub_default, grub_cfg):
+    make_host(host)
     host.apply(host.plan())
-    host.write('/proc/cmdline', PROC_CMDLINE.strip() + ' transparent_hugepage=never\n')
+    host.write('/proc/cmdline', host.read('/proc/cmdline').strip() + ' transparent_hugepage=never\n')
     back = host.plan(None)
     assert back['changed'] is True
-    assert back['files'][0]['after'] == GRUB_EL7
+    assert back['files'][0]['after'] == grub_default
     assert back['reboot_required'] is True
     host.apply(back)
-    assert host.read('/etc/default/grub') == GRUB_EL7
-    assert 'transparent_hugepage' not in host.read('/boot/grub2/grub.cfg')
-    assert host.configured() == {'/etc/default/grub': None, '/boot/grub2/grub.cfg': None}
+    assert host.read('/etc/default/grub') == grub_default
+    assert 'transparent_hugepage' not in host.read(grub_cfg)
+    assert host.configured() == {'/etc/default/grub': None, grub_cfg: None}
     assert host.plan(None)['changed'] is False
 
 
@@ -778,29 +748,30 @@ def test_el7_grub_cmdline_linux_default_override_is_removed(host):
     assert host.plan()['changed'] is False
 
 
-def test_el7_malformed_grub_default_plans_nothing(host):
-    el7_host(host)
+def _malformed_grub_default(host):
     host.write('/etc/default/grub', 'GRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX="crashkernel=auto rhgb quiet\n')
-    with pytest.raises(bl.BootloaderError) as excinfo:
-        host.plan()
-    assert '/etc/default/grub line 2' in str(excinfo.value)
-    assert host.calls() == []
 
 
-def test_el7_missing_grub_default_is_an_error(host):
-    el7_host(host)
+def _no_grub_default(host):
     os.unlink(host.path('/etc/default/grub'))
-    with pytest.raises(bl.BootloaderError) as excinfo:
-        host.plan()
-    assert 'does not exist' in str(excinfo.value)
 
 
-def test_el7_missing_grub2_mkconfig_names_the_package(host):
-    el7_host(host)
+def _no_grub2_mkconfig(host):
     os.unlink(os.path.join(host.bin, 'grub2-mkconfig'))
+
+
+@pytest.mark.parametrize('breakage, fragment', [
+    pytest.param(_malformed_grub_default, '/etc/default/grub line 2', id='malformed-grub-default'),
+    pytest.param(_no_grub_default, 'does not exist', id='missing-grub-default'),
+    pytest.param(_no_grub2_mkconfig, 'grub2-tools', id='missing-grub2-mkconfig-names-the-package'),
+])
+def test_el7_broken_setup_is_an_error_and_runs_nothing(host, breakage, fragment):
+    el7_host(host)
+    breakage(host)
     with pytest.raises(bl.BootloaderError) as excinfo:
         host.plan()
-    assert 'grub2-tools' in str(excinfo.value)
+    assert fragment in str(excinfo.value)
+    assert host.calls() == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1118,15 +1089,6 @@ def test_debian_plan_apply_replan(host):
     host.apply(result)
     assert host.configured() == {'/etc/default/grub': 'never', '/boot/grub/grub.cfg': 'never'}
     assert host.plan()['changed'] is False
-
-
-def test_debian_backout_restores(host):
-    debian_host(host)
-    host.apply(host.plan())
-    host.apply(host.plan(None))
-    assert host.read('/etc/default/grub') == GRUB_DEBIAN
-    assert host.configured() == {'/etc/default/grub': None, '/boot/grub/grub.cfg': None}
-    assert host.plan(None)['changed'] is False
 
 
 def test_debian_dropin_carrying_the_key_is_edited(host):

@@ -55,34 +55,29 @@ def test_parse_choice(text, expected):
 # ---------------------------------------------------------------------------------------------
 # thp_dir / read_state
 
-def test_read_state_rhel8(host):
-    host.add_thp('el8')
+MODES = ['always', 'madvise', 'never']
+
+
+@pytest.mark.parametrize('kernel, values, directory, expected', [
+    pytest.param('el8', {}, THP_DIR,
+                 {'enabled': ('always', MODES), 'defrag': ('madvise', EL8_DEFRAG), 'khugepaged/defrag': ('1', [])},
+                 id='rhel8'),
+    pytest.param('el7', {'enabled': 'never', 'defrag': 'never', 'khugepaged': '0'}, THP_DIR,
+                 {'enabled': ('never', MODES), 'defrag': ('never', EL7_DEFRAG), 'khugepaged/defrag': ('0', [])},
+                 id='rhel7-offers-no-defer'),
+    pytest.param('el6', {}, THP_DIR_RHEL6,
+                 {'enabled': ('always', MODES), 'defrag': ('always', MODES), 'khugepaged/defrag': ('yes', ['yes', 'no'])},
+                 id='rhel6-redhat-directory'),
+])
+def test_read_state(host, kernel, values, directory, expected):
+    host.add_thp(kernel, **values)
+    other = THP_DIR_RHEL6 if directory == THP_DIR else THP_DIR
+    assert host.exists(directory + '/enabled') and not host.exists(other)
+    assert thp.thp_dir(host.root) == directory
     state = thp.read_state(host.root)
-    assert state == {
-        'dir': THP_DIR,
-        'enabled': {'value': 'always', 'offered': ['always', 'madvise', 'never'], 'path': THP_DIR + '/enabled'},
-        'defrag': {'value': 'madvise', 'offered': EL8_DEFRAG, 'path': THP_DIR + '/defrag'},
-        'khugepaged/defrag': {'value': '1', 'offered': [], 'path': THP_DIR + '/khugepaged/defrag'},
-    }
-
-
-def test_read_state_rhel7_offers_no_defer(host):
-    host.add_thp('el7', enabled='never', defrag='never', khugepaged='0')
-    state = thp.read_state(host.root)
-    assert state['defrag'] == {'value': 'never', 'offered': EL7_DEFRAG, 'path': THP_DIR + '/defrag'}
-    assert state['khugepaged/defrag']['value'] == '0'
-
-
-def test_read_state_rhel6_redhat_directory(host):
-    host.add_thp('el6')
-    assert host.exists(THP_DIR_RHEL6 + '/enabled') and not host.exists(THP_DIR)
-    assert thp.thp_dir(host.root) == THP_DIR_RHEL6
-    state = thp.read_state(host.root)
-    assert state['dir'] == THP_DIR_RHEL6
-    assert state['enabled'] == {'value': 'always', 'offered': ['always', 'madvise', 'never'],
-                                'path': THP_DIR_RHEL6 + '/enabled'}
-    assert state['khugepaged/defrag'] == {'value': 'yes', 'offered': ['yes', 'no'],
-                                          'path': THP_DIR_RHEL6 + '/khugepaged/defrag'}
+    assert state == dict([('dir', directory)] + [
+        (attr, {'value': value, 'offered': offered, 'path': '%s/%s' % (directory, attr)})
+        for attr, (value, offered) in expected.items()])
 
 
 def test_standard_directory_wins_over_the_redhat_one(host):
@@ -326,18 +321,25 @@ STATE = {'dir': THP_DIR}
 KHUGEPAGED = THP_DIR + '/khugepaged/defrag'
 
 
-def test_tuned_sections_tuned_2_19():
-    assert thp.tuned_sections('never', 'never', '0', (2, 19, 0), STATE) == [
+@pytest.mark.parametrize('enabled, defrag, khugepaged, version, expected', [
+    pytest.param('never', 'never', '0', (2, 19, 0), [
         ('thp', 'vm', [('transparent_hugepages', 'never'), ('transparent_hugepage.defrag', 'never')]),
         ('thp', 'sysfs', [(KHUGEPAGED, '0')]),
-    ]
-
-
-def test_tuned_sections_tuned_2_10_sets_defrag_through_sysfs():
-    assert thp.tuned_sections('never', 'never', '0', (2, 10, 0), STATE) == [
+    ], id='tuned-2.19'),
+    pytest.param('never', 'never', '0', (2, 10, 0), [
         ('thp', 'vm', [('transparent_hugepages', 'never')]),
         ('thp', 'sysfs', [(THP_DIR + '/defrag', 'never'), (KHUGEPAGED, '0')]),
-    ]
+    ], id='tuned-2.10-sets-defrag-through-sysfs'),
+    pytest.param('never', 'never', None, (2, 19, 0), [
+        ('thp', 'vm', [('transparent_hugepages', 'never'), ('transparent_hugepage.defrag', 'never')]),
+    ], id='without-khugepaged'),
+    pytest.param('madvise', None, '1', (2, 10, 0), [
+        ('thp', 'vm', [('transparent_hugepages', 'madvise')]),
+        ('thp', 'sysfs', [(KHUGEPAGED, '1')]),
+    ], id='without-defrag'),
+])
+def test_tuned_sections(enabled, defrag, khugepaged, version, expected):
+    assert thp.tuned_sections(enabled, defrag, khugepaged, version, STATE) == expected
 
 
 @pytest.mark.parametrize('version, in_vm', [
@@ -352,19 +354,6 @@ def test_tuned_sections_defrag_option_from_2_11(version, in_vm):
     vm = dict(sections[0][2])
     assert ('transparent_hugepage.defrag' in vm) is in_vm
     assert (len(sections) == 2) is (not in_vm)
-
-
-def test_tuned_sections_without_khugepaged():
-    assert thp.tuned_sections('never', 'never', None, (2, 19, 0), STATE) == [
-        ('thp', 'vm', [('transparent_hugepages', 'never'), ('transparent_hugepage.defrag', 'never')]),
-    ]
-
-
-def test_tuned_sections_without_defrag():
-    assert thp.tuned_sections('madvise', None, '1', (2, 10, 0), STATE) == [
-        ('thp', 'vm', [('transparent_hugepages', 'madvise')]),
-        ('thp', 'sysfs', [(KHUGEPAGED, '1')]),
-    ]
 
 
 def test_tuned_sections_use_the_rhel6_directory():

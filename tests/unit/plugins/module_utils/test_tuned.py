@@ -5,35 +5,20 @@
 
 """Unit tests for module_utils/tuned.py: reading profiles like tuned, and our child profile.
 
-The fixture profiles are minimal stand-ins for the stock ones, with only the keys that matter.
+The stock profiles are those of tests/unit/fixtures/tuned (``FakeHost.install_profiles``): abridged
+upstream files, with only the keys that matter; the ``host`` fixture has the tuned 2.11 set.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
 import re
 
 import pytest
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils import files, tuned
-from fakehost import FakeHost
-
-# Current stock layout: read-ahead raised to at least 4096 KiB.
-THROUGHPUT_PERFORMANCE = """\
-[main]
-summary=Broadly applicable tuning for throughput (test fixture)
-
-[cpu]
-governor=performance
-
-[disk]
-readahead=>4096
-
-[sysctl]
-vm.dirty_ratio = 40
-"""
+from fakehost import FakeHost, fixture
 
 # tuned 2.3 era (RHEL 7.0): a plain value, and THP in the same profile.
 THROUGHPUT_PERFORMANCE_2_3 = """\
@@ -45,15 +30,6 @@ readahead=4096
 
 [vm]
 transparent_hugepages=always
-"""
-
-VIRTUAL_GUEST = """\
-[main]
-summary=Tuning for virtual guests (test fixture)
-include=throughput-performance
-
-[sysctl]
-vm.swappiness = 30
 """
 
 NVME_SERIAL = 'Amazon Elastic Block Store_vol0123456789abcdef0'
@@ -82,10 +58,7 @@ def hit_for(root, name, device_props, profiles=None):
 
 @pytest.fixture
 def host(tmpdir):
-    host = FakeHost(tmpdir)
-    write_profile(host, 'throughput-performance', THROUGHPUT_PERFORMANCE)
-    write_profile(host, 'virtual-guest', VIRTUAL_GUEST)
-    return host
+    return FakeHost(tmpdir).install_profiles('stock-2.11.0')
 
 
 # ---------------------------------------------------------------------------------------------
@@ -159,8 +132,7 @@ def test_find_profile_etc_overrides_usr_lib(host):
 
 
 def test_find_profile_2_23_layout(tmpdir):
-    host = FakeHost(tmpdir)
-    write_profile(host, 'throughput-performance', THROUGHPUT_PERFORMANCE, '/usr/lib/tuned/profiles')
+    host = FakeHost(tmpdir).install_profiles('stock-2.11.0', '/usr/lib/tuned/profiles')
     assert tuned.find_profile(host.root, 'throughput-performance') == \
         '/usr/lib/tuned/profiles/throughput-performance/tuned.conf'
     write_profile(host, 'throughput-performance', '[disk]\nreadahead=32\n', '/etc/tuned/profiles')
@@ -430,9 +402,7 @@ def test_multiple_active_profiles_earlier_section_survives(host):
 
 
 def test_profiles_in_2_23_layout_with_child_in_etc(tmpdir):
-    host = FakeHost(tmpdir)
-    write_profile(host, 'throughput-performance', THROUGHPUT_PERFORMANCE, '/usr/lib/tuned/profiles')
-    write_profile(host, 'virtual-guest', VIRTUAL_GUEST, '/usr/lib/tuned/profiles')
+    host = FakeHost(tmpdir).install_profiles('stock-2.11.0', '/usr/lib/tuned/profiles')
     write_profile(host, 'aemops', '[main]\ninclude=virtual-guest\n[disk]\nreadahead=32\n', '/etc/tuned/profiles')
     activate(host, 'aemops')
     units, chain = tuned.effective_units(host.root)
@@ -831,8 +801,6 @@ def test_apply_child_tuned_adm_failure(host):
 # profiles come from tests/unit/fixtures/tuned/ (abridged descriptions of the upstream files,
 # see its README.md).
 
-FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                        'fixtures', 'tuned')
 VERSIONS = [(2, 11, 0), (2, 13, 0), (2, 15, 0), (2, 16, 0), (2, 17, 0), (2, 18, 0), (2, 20, 0), (2, 23, 0),
             (2, 25, 1)]
 LV_UUID = 'LVM-' + 'a' * 32 + 'b' * 32
@@ -849,23 +817,14 @@ def stock_dir(version):
     return 'stock-2.25.1'
 
 
-def install_fixture(host, fixture, directory):
-    base = os.path.join(FIXTURES, fixture)
-    for name in sorted(os.listdir(base)):
-        if not os.path.isfile(os.path.join(base, name, 'tuned.conf')):
-            continue  # the test runner's shadow tree adds __init__.py files
-        with open(os.path.join(base, name, 'tuned.conf')) as f:
-            write_profile(host, name, f.read(), directory)
-
-
 @pytest.fixture
 def bare(tmpdir):
-    """A host with no profiles at all (the ``host`` fixture has its own stand-ins)."""
+    """A host with no profiles at all (the ``host`` fixture has the tuned 2.11 stock set)."""
     return FakeHost(tmpdir)
 
 
 def stock_host(bare, version):
-    install_fixture(bare, stock_dir(version), '/usr/lib/tuned')
+    bare.install_profiles(stock_dir(version))
     return bare
 
 
@@ -877,8 +836,7 @@ def kernel_settings_role(host):
     written with a folded scalar (a trailing newline); then profile_mode ``manual``. Returns changed.
     """
     changed = False
-    with open(os.path.join(FIXTURES, 'kernel_settings-1.5.0', 'kernel_settings', 'tuned.conf')) as f:
-        text = f.read()
+    text = fixture('tuned/kernel_settings-1.5.0/kernel_settings/tuned.conf')
     path = '/etc/tuned/kernel_settings/tuned.conf'
     if not host.exists(path) or host.read(path) != text:
         host.write(path, text)
@@ -929,7 +887,7 @@ def test_the_0_1_0_layout_fails_where_tuned_fails(bare, version):
     v2.13.0 splits it (commit feb6e8b); before v2.16.0 a profile loaded twice is "Cannot find
     profile" (locator.py get_config returns None; commit bd6697f returns "" and skips)."""
     host = stock_host(bare, version)
-    install_fixture(host, 'kernel_settings-1.5.0', '/etc/tuned')
+    host.install_profiles('kernel_settings-1.5.0', '/etc/tuned')
     write_profile(host, tuned.CHILD_PROFILE, child_text_0_1_0('virtual-guest'), '/etc/tuned')
     assert tuned.effective_units(host.root, [tuned.CHILD_PROFILE], version)  # one parent loads everywhere
     write_profile(host, tuned.CHILD_PROFILE, child_text_0_1_0('virtual-guest,kernel_settings'), '/etc/tuned')
@@ -952,7 +910,7 @@ def test_the_0_1_0_layout_fails_where_tuned_fails(bare, version):
 @pytest.mark.parametrize('active', [['virtual-guest'], ['virtual-guest', 'kernel_settings']])
 def test_the_child_loads_last_in_the_list_on_every_version(bare, version, active):
     host = stock_host(bare, version)
-    install_fixture(host, 'kernel_settings-1.5.0', '/etc/tuned')
+    host.install_profiles('kernel_settings-1.5.0', '/etc/tuned')
     activate(host, *active)
     changed, plans = our_run(host, version)
     assert changed

@@ -22,7 +22,7 @@ import pytest
 from ansible.module_utils import basic
 from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, probe
 from ansible_collections.aemops.os_tuning.plugins.modules import io_probe
-from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import run_module
+from ansible_collections.aemops.os_tuning.tests.unit.utils import run_module
 from fakehost import nitro_host
 
 MIB = 1024 * 1024

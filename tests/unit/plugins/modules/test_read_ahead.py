@@ -5,8 +5,8 @@
 
 """Module-level tests for read_ahead, through main(), on a fake host.
 
-``ROOT`` points at a fake tree (see fakehost.py). ``run_command`` and ``get_bin_path`` are
-replaced by a small fake of the host's tools that acts on that tree: ``lvs`` reports the LVM
+``ROOT`` points at a fake tree (see fakehost.py). ``run_command`` and ``get_bin_path`` go to
+fakehost.FakeTools (through utils.Env), which acts on that tree: ``lvs`` reports the LVM
 read-ahead the fake VG metadata holds, ``lvchange`` updates it and the LV's read_ahead_kb as
 LVM does, ``tuned-adm profile`` switches the active profile. So a second run sees what the
 first one did, and idempotence is real.
@@ -20,13 +20,10 @@ import os
 
 import pytest
 
-from ansible.module_utils import basic
 from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files, tuned, udev_rules
 from ansible_collections.aemops.os_tuning.plugins.modules import read_ahead
-from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import (
-    AnsibleExitJson, AnsibleFailJson, set_module_args,
-)
-from fakehost import nitro_host, tree_checksum
+from ansible_collections.aemops.os_tuning.tests.unit.utils import Env
+from fakehost import nitro_host, nitro_tools, tree_checksum
 
 RULES = udev_rules.RULES_FILE
 LV_UUID = 'LVM-' + 'x' * 64
@@ -35,101 +32,12 @@ NVME1_MATCH = 'ATTRS{serial}=="vol0123456789abcdef0"'
 NVME0_MATCH = 'ATTRS{serial}=="vol0rootrootrootroot"'
 REPO = '/opt/aem/crx-quickstart/repository'
 
-THROUGHPUT_PERFORMANCE = '[main]\nsummary=test fixture\n[cpu]\ngovernor=performance\n[disk]\nreadahead=>4096\n'
-VIRTUAL_GUEST = '[main]\nsummary=test fixture\ninclude=throughput-performance\n[sysctl]\nvm.swappiness=30\n'
-
 
 # ---------------------------------------------------------------------------------------------
-# The fake host and its tools
+# The fake host and its tools (fakehost.nitro_host, nitro_tools)
 
-class FakeTools(object):
-    """Stands in for the binaries the module runs, acting on the fake host's files."""
-
-    BIN = {'lvs': '/usr/sbin/lvs', 'lvchange': '/usr/sbin/lvchange', 'udevadm': '/usr/bin/udevadm',
-           'tuned-adm': '/usr/sbin/tuned-adm'}
-
-    def __init__(self, host):
-        self.host = host
-        self.calls = []
-        self.missing = set()
-        self.lvm = {'vg_aem/lv_repo': {'read_ahead': 'auto', 'dm': 'dm-0'}}
-        self.lvs_rc = 0
-        self.tuned_version = 'tuned-adm 2.21.0\n'
-
-    def get_bin_path(self, module, arg, required=False, opt_dirs=None):
-        if arg in self.missing or arg not in self.BIN:
-            if required:
-                module.fail_json(msg='Failed to find required executable "%s"' % arg)
-            return None
-        return self.BIN[arg]
-
-    def run_command(self, module, args, check_rc=False, **kwargs):
-        self.calls.append(list(args))
-        rc, out, err = self._dispatch(list(args))
-        if check_rc and rc != 0:
-            module.fail_json(msg='command failed: %s' % ' '.join(args), rc=rc, stdout=out, stderr=err)
-        return rc, out, err
-
-    def _dispatch(self, args):
-        tool = os.path.basename(args[0])
-        if tool == 'lvs':
-            if self.lvs_rc:
-                return self.lvs_rc, '', '  Volume group "vg_aem" not found\n'
-            value = self.lvm[args[-1]]['read_ahead']
-            return 0, '  %s\n' % value, ''
-        if tool == 'lvchange':
-            assert args[1] == '--readahead'
-            lv = self.lvm[args[3]]
-            lv['read_ahead'] = args[2] if args[2] == 'auto' else int(args[2])
-            # LVM applies the value to the active LV at once; "auto" gives the kernel's default.
-            kb = 128 if args[2] == 'auto' else int(args[2]) // 2
-            self.host.write(self.host._devdir(lv['dm']) + '/queue/read_ahead_kb', '%d\n' % kb)
-            return 0, '  Logical volume %s changed.\n' % args[3], ''
-        if tool == 'udevadm':
-            return 0, '', ''
-        if tool == 'tuned-adm':
-            if args[1] == '--version':
-                return 0, self.tuned_version, ''
-            if args[1] == 'profile':
-                self.host.write(tuned.ACTIVE_PROFILE_FILE, ' '.join(args[2:]) + '\n')
-                self.host.write(tuned.PROFILE_MODE_FILE, 'manual\n')
-                return 0, '', ''
-        raise AssertionError('unexpected command: %r' % (args,))
-
-    def ran(self, tool, *words):
-        """The recorded invocations of ``tool`` (optionally only those containing ``words``)."""
-        return [c for c in self.calls if os.path.basename(c[0]) == tool and all(w in c for w in words)]
-
-
-class Env(object):
-    def __init__(self, host, tools):
-        self.host = host
-        self.tools = tools
-        self.warnings = []
-
-    @property
-    def root(self):
-        return self.host.root
-
-    def _call(self, args, check, diff):
-        args = dict(args)
-        if check:
-            args['_ansible_check_mode'] = True
-        if diff:
-            args['_ansible_diff'] = True
-        del self.warnings[:]
-        with set_module_args(args):
-            read_ahead.main()
-
-    def run(self, args, check=False, diff=False):
-        with pytest.raises(AnsibleExitJson) as info:
-            self._call(args, check, diff)
-        return info.value.result
-
-    def fail(self, args, check=False):
-        with pytest.raises(AnsibleFailJson) as info:
-            self._call(args, check, False)
-        return info.value.result
+class ReadAheadEnv(Env):
+    """The Env of read_ahead: the rules file and the devices' read-ahead."""
 
     def rules(self):
         """({match: kb}, {match: baseline}) of the owned rules file, or None when absent."""
@@ -140,29 +48,15 @@ class Env(object):
         return self.host.read_ahead(name)
 
     def with_tuned(self, active='virtual-guest', running=False):
-        self.host.write('/usr/lib/tuned/throughput-performance/tuned.conf', THROUGHPUT_PERFORMANCE)
-        self.host.write('/usr/lib/tuned/virtual-guest/tuned.conf', VIRTUAL_GUEST)
-        self.host.write(tuned.ACTIVE_PROFILE_FILE, active + '\n')
-        self.host.write(tuned.PROFILE_MODE_FILE, 'auto\n')
-        if running:
-            self.host.write(tuned.PID_FILE, '812\n')
-            self.host.mkdir('/proc/812')
+        self.host.add_tuned(active, running=running)
         return self
 
 
 @pytest.fixture
 def env(tmpdir, monkeypatch, module_exit):
-    host = nitro_host(tmpdir)
+    host = nitro_host(tmpdir.join('root'))
     host.mkdir('/etc/udev/rules.d')  # every host with udev has it; the module does not create it
-    tools = FakeTools(host)
-    environment = Env(host, tools)
-    monkeypatch.setattr(read_ahead, 'ROOT', host.root)
-    monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path',
-                        lambda module, arg, required=False, opt_dirs=None: tools.get_bin_path(module, arg, required))
-    monkeypatch.setattr(basic.AnsibleModule, 'run_command',
-                        lambda module, args, check_rc=False, **kw: tools.run_command(module, args, check_rc, **kw))
-    monkeypatch.setattr(basic.AnsibleModule, 'warn', lambda module, msg: environment.warnings.append(msg))
-    return environment
+    return ReadAheadEnv(read_ahead, host, nitro_tools(host, str(tmpdir.join('bin')))).attach(monkeypatch)
 
 
 def only_device(result):
@@ -357,7 +251,7 @@ def test_underlying_tunes_the_disks_beneath_the_lv(env):
 
 
 def test_without_lvs_the_lvm_metadata_is_left_alone_with_a_warning(env):
-    env.tools.missing.add('lvs')
+    env.tools.uninstall('lvs')
     result = env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
     assert 'lvm' not in only_device(result)
     assert env.ra('dm-0') == 32
@@ -366,7 +260,7 @@ def test_without_lvs_the_lvm_metadata_is_left_alone_with_a_warning(env):
 
 
 def test_without_udevadm_warns_that_the_rule_applies_at_boot(env):
-    env.tools.missing.add('udevadm')
+    env.tools.uninstall('udevadm')
     env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
     assert env.rules()[0] == {LV_MATCH: 32}
     assert any('udevadm not found' in w for w in env.warnings)
@@ -462,7 +356,7 @@ def test_tuned_conflict_reported_when_override_is_off(env):
 
 def test_tuned_conflict_for_nvme_only_from_tuned_2_18(env):
     env.with_tuned('virtual-guest')
-    env.tools.tuned_version = 'tuned-adm 2.11.0\n'
+    env.tools.tuned_version = '2.11.0'
     assert only_device(env.run({'devices': ['nvme1n1'], 'read_ahead_kb': 32,
                                 'tuned_override': False}))['conflicts'] == []
     # dm devices are tuned by every version.
@@ -591,7 +485,7 @@ def test_tuned_override_without_active_profile_does_nothing_to_tuned(env):
 
 def test_tuned_override_broken_active_profile_fails_cleanly(env):
     env.with_tuned('loop')
-    env.tools.tuned_version = 'tuned-adm 2.15.0\n'
+    env.tools.tuned_version = '2.15.0'
     env.host.write('/etc/tuned/loop/tuned.conf', '[main]\ninclude=loop\n')  # loads from 2.16 (commit bd6697f)
     before = tree_checksum(env.root)
     result = env.fail({'devices': ['dm-0'], 'read_ahead_kb': 32})
@@ -657,7 +551,7 @@ def _not_root(env, monkeypatch):
 
 
 def _lvs_fails(env):
-    env.tools.lvs_rc = 5
+    env.tools.fail('lvs', 5, '  Volume group "vg_aem" not found\n')
 
 
 BAD_INPUTS = [

@@ -23,7 +23,7 @@ from ansible_collections.aemops.os_tuning.plugins.module_utils import sweep
 from ansible_collections.aemops.os_tuning.plugins.modules import read_ahead_sweep
 from ansible_collections.aemops.os_tuning.tests.unit.plugins.module_utils.test_sweep import (
     BOOT, DM0, REPO, Volume, killed_run, ra, stat_line, state_file)
-from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import run_module
+from ansible_collections.aemops.os_tuning.tests.unit.utils import run_module
 from fakehost import nitro_host, tree_checksum
 
 SMALL = {'path': REPO, 'sweep': [256, 64, 32, 8], 'duration': 1, 'size_mb': 4}

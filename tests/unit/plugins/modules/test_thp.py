@@ -9,14 +9,14 @@
 ``thp.open`` is replaced by ``FakeHost.thp_open`` so that writing one behaves like sysfs
 (the brackets move; a value the kernel does not offer fails with EINVAL).
 
-The host's tools are fake executables in ``tmpdir/bin``, found through a patched
-``get_bin_path`` and run by the real ``AnsibleModule.run_command`` (wrapped only to record
-the calls). They act on the fake tree the way the real ones act on a host: ``grubby`` (with
-``rpm`` and ``grub2-editenv``) is the versioned grubby-bls fake of fakehost.py
-(``install_boot_tools``), acting on the BLS entries, the grubenv block, /etc/default/grub and
-/etc/kernel/cmdline as that package release does; ``grub2-mkconfig``/``update-grub`` regenerate grub.cfg by sourcing
-/etc/default/grub with /bin/sh, ``tuned-adm profile`` switches the active profile. So a
-second run sees what the first one did, and idempotence is real.
+The host's tools are fakehost.FakeTools, behind the patched ``get_bin_path`` and
+``run_command`` (utils.Env), recording every call. They act on the fake tree the way the real
+ones act on a host: ``grubby`` (with ``rpm`` and ``grub2-editenv``) is the versioned grubby-bls
+model of fakehost.py (``FakeTools.boot_tools``), acting on the BLS entries, the grubenv block,
+/etc/default/grub and /etc/kernel/cmdline as that package release does;
+``grub2-mkconfig``/``update-grub`` regenerate grub.cfg by sourcing /etc/default/grub with
+/bin/sh, ``tuned-adm profile`` switches the active profile. So a second run sees what the
+first one did, and idempotence is real.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -24,41 +24,23 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
-import json
 import os
 import stat
-import sys
 
 import pytest
 
-from ansible.module_utils import basic
 from ansible_collections.aemops.os_tuning.plugins.module_utils import files, thp, tuned
 from ansible_collections.aemops.os_tuning.plugins.modules import thp as thp_module
-from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import (
-    AnsibleExitJson, AnsibleFailJson, set_module_args,
+from ansible_collections.aemops.os_tuning.tests.unit.utils import Env
+from fakehost import (
+    GRUBBY_VERSIONS, OS_RELEASE, THP_DIR, THP_DIR_RHEL6, FakeHost, FakeTools, fixture, tree_checksum,
 )
-from fakehost import GRUBBY_VERSIONS, THP_DIR, THP_DIR_RHEL6, FakeHost, fixture, install_boot_tools, tree_checksum
 
 BASELINE = thp.BASELINE_FILE
 CHILD = '/etc/tuned/%s/tuned.conf' % tuned.CHILD_PROFILE
 KHUGEPAGED_PATH = THP_DIR + '/khugepaged/defrag'
 EL8_DEFRAG = ['always', 'defer', 'defer+madvise', 'madvise', 'never']
 MODES = ['always', 'madvise', 'never']
-
-# Stock profiles, reduced to what matters: throughput-performance sets THP itself.
-THROUGHPUT_PERFORMANCE = ('[main]\nsummary=Broadly applicable tuning for throughput (test fixture)\n\n'
-                          '[cpu]\ngovernor=performance\n\n[disk]\nreadahead=>4096\n\n'
-                          '[vm]\ntransparent_hugepages=always\n')
-VIRTUAL_GUEST = ('[main]\nsummary=Tuning for virtual guests (test fixture)\ninclude=throughput-performance\n\n'
-                 '[sysctl]\nvm.swappiness = 30\n')
-
-OS_RELEASE = {
-    'el7': 'NAME="CentOS Linux"\nVERSION="7 (Core)"\nID="centos"\nID_LIKE="rhel fedora"\nVERSION_ID="7"\n',
-    'el8': ('NAME="Red Hat Enterprise Linux"\nVERSION="8.6 (Ootpa)"\nID="rhel"\nID_LIKE="fedora"\n'
-            'VERSION_ID="8.6"\n'),
-    'debian': ('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="12"\n'
-               'ID=debian\n'),
-}
 
 EL8_ARGS = 'ro crashkernel=auto resume=/dev/mapper/rhel-swap rd.lvm.lv=rhel/root rd.lvm.lv=rhel/swap rhgb quiet'
 KERNELOPTS = 'root=/dev/mapper/rhel-root ' + EL8_ARGS
@@ -103,199 +85,14 @@ GRUB_DEBIAN = (
 
 
 # ---------------------------------------------------------------------------------------------
-# The fake tools: one script, run by the interpreter running the tests (2.7, 3.6 or 3.11).
+# The fake host and its tools (fakehost.FakeHost, FakeTools)
 
-FAKE_TOOL = r'''
-import json
-import os
-import re
-import subprocess
-import sys
-
-ROOT, TOOL, ARGS = sys.argv[1], sys.argv[2], sys.argv[3:]
-CONF = os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), 'faketools.json')
-
-
-def conf():
-    with open(CONF) as f:
-        return json.load(f)
-
-
-def path(target):
-    return os.path.join(ROOT, target.lstrip('/'))
-
-
-def read(target):
-    try:
-        with open(path(target)) as f:
-            return f.read()
-    except IOError:
-        return None
-
-
-def write(target, text):
-    full = path(target)
-    if not os.path.isdir(os.path.dirname(full)):
-        os.makedirs(os.path.dirname(full))
-    with open(full, 'w') as f:
-        f.write(text)
-
-
-def out(text):
-    sys.stdout.write(text)
-
-
-def fail(message, rc=1):
-    sys.stderr.write(message + '\n')
-    return rc
-
-
-def injected_failure():
-    failure = conf().get('fail', {}).get(TOOL)
-    if failure:
-        return fail(failure[1], failure[0])
-    return None
-
-
-# grub2-mkconfig -o FILE / update-grub: kernel lines from /etc/default/grub as sh sees it.
-def mkconfig(target, linux, kernel):
-    failed = injected_failure()
-    if failed:
-        return failed
-    script = '. "$1"; printf "%s\\n%s" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"'
-    proc = subprocess.Popen(['/bin/sh', '-c', script, 'sh', path('/etc/default/grub')],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-    value, err = proc.communicate()
-    if proc.returncode:
-        return fail('%s: /etc/default/grub: %s' % (TOOL, err.strip()))
-    cmdline, default = value.split('\n', 1)
-    write(target, 'set default=0\n### BEGIN /etc/grub.d/10_linux ###\n'
-                  "menuentry 'Linux %s' {\n\t%s\t/vmlinuz-%s root=/dev/mapper/root ro %s %s\n}\n"
-                  "menuentry 'Linux %s (rescue)' {\n\t%s\t/vmlinuz-%s root=/dev/mapper/root ro %s\n}\n"
-                  '### END /etc/grub.d/10_linux ###\n'
-                  % (kernel, linux, kernel, cmdline, default, kernel, linux, kernel, cmdline))
-    return 0
-
-
-# tuned-adm: profile switches the state files tuned reads; "apply" may reset THP.
-def tuned_adm():
-    settings = conf()
-    if ARGS == ['--version']:
-        # argparse's version action prints to stderr on Python 2 (tuned on RHEL 7), stdout on 3.
-        stream = sys.stderr if settings.get('tuned_python2') else sys.stdout
-        stream.write('tuned-adm %s\n' % settings['tuned_version'])
-        return 0
-    if ARGS[:1] == ['profile'] and len(ARGS) > 1:
-        failed = injected_failure()
-        if failed:
-            return failed
-        for name in ARGS[1:]:
-            if not any(os.path.isfile(path('%s/%s/tuned.conf' % (d, name))) for d in ('/usr/lib/tuned', '/etc/tuned')):
-                return fail("Requested profile '%s' doesn't exist." % name)
-        write('/etc/tuned/active_profile', ' '.join(ARGS[1:]) + '\n')
-        write('/etc/tuned/profile_mode', 'manual\n')
-        if settings.get('tuned_sets_enabled'):
-            enabled = path(settings['thp_dir'] + '/enabled')
-            with open(enabled) as f:
-                offered = [w.strip('[]') for w in f.read().split()]
-            with open(enabled, 'w') as f:
-                f.write(' '.join('[%s]' % w if w == settings['tuned_sets_enabled'] else w for w in offered) + '\n')
-        return 0
-    return fail('tuned-adm: unexpected arguments %r' % (ARGS,), 64)
-
-
-def main():
-    if TOOL == 'grub2-mkconfig':
-        if ARGS[:1] != ['-o'] or len(ARGS) != 2:
-            return fail('grub2-mkconfig: usage: grub2-mkconfig -o FILE', 64)
-        return mkconfig(ARGS[1], 'linux16', '3.10.0-1160.el7.x86_64')
-    if TOOL == 'update-grub':
-        return mkconfig('/boot/grub/grub.cfg', 'linux', '6.1.0-18-amd64')
-    if TOOL == 'tuned-adm':
-        return tuned_adm()
-    return fail('%s: not faked' % TOOL, 127)
-
-
-sys.exit(main())
-'''
-
-READ_ONLY_CALLS = (['--info=ALL'], ['-', 'list'], ['--version'], ['-q', '--qf', '%{VERSION}-%{RELEASE}\\n', 'grubby'])
-
-
-class Env(object):
-    """The fake host, its tools and what the module did to them."""
+class ThpEnv(Env):
+    """The Env of thp: host layouts (RHEL 7/8/9, Debian) and readers of the THP state."""
 
     def __init__(self, tmpdir):
-        self.host = FakeHost(tmpdir.join('root'))
-        self.bin = str(tmpdir.join('bin'))
-        os.makedirs(self.bin)
-        with open(os.path.join(self.bin, 'faketool.py'), 'w') as f:
-            f.write(FAKE_TOOL)
-        self.conf = {'tuned_version': '2.21.0', 'tuned_sets_enabled': None, 'thp_dir': THP_DIR, 'fail': {}}
-        self.save_conf()
-        self.calls = []
-        self.warnings = []
-
-    @property
-    def root(self):
-        return self.host.root
-
-    # -- tools -----------------------------------------------------------------------------
-    def tool(self, *names):
-        for name in names:
-            full = os.path.join(self.bin, name)
-            with open(full, 'w') as f:
-                f.write("#!/bin/sh\nexec '%s' '%s' '%s' '%s' \"$@\"\n"
-                        % (sys.executable, os.path.join(self.bin, 'faketool.py'), self.root, name))
-            os.chmod(full, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
-
-    def remove_tool(self, name):
-        os.unlink(os.path.join(self.bin, name))
-
-    def save_conf(self, **changes):
-        self.conf.update(changes)
-        with open(os.path.join(self.bin, 'faketools.json'), 'w') as f:
-            json.dump(self.conf, f)
-
-    def bin_path(self, name):
-        return os.path.join(self.bin, name)
-
-    def which(self, module, arg, required=False, opt_dirs=None):
-        full = os.path.join(self.bin, arg)
-        if os.path.isfile(full) and os.access(full, os.X_OK):
-            return full
-        if required:
-            module.fail_json(msg='Failed to find required executable "%s"' % arg)
-        return None
-
-    def ran(self, tool, *words):
-        """The recorded invocations of ``tool`` (basename), optionally only those containing ``words``."""
-        return [c for c in self.calls if os.path.basename(c[0]) == tool and all(w in c for w in words)]
-
-    def mutations(self):
-        """Calls other than the read-only ones (grubby --info, grub2-editenv list, tuned-adm --version)."""
-        return [c for c in self.calls if c[1:] not in [list(r) for r in READ_ONLY_CALLS]]
-
-    # -- running the module ----------------------------------------------------------------
-    def _call(self, args, check, diff):
-        args = dict(args)
-        if check:
-            args['_ansible_check_mode'] = True
-        if diff:
-            args['_ansible_diff'] = True
-        del self.warnings[:]
-        with set_module_args(args):
-            thp_module.main()
-
-    def run(self, args=None, check=False, diff=False):
-        with pytest.raises(AnsibleExitJson) as info:
-            self._call(args or {}, check, diff)
-        return info.value.result
-
-    def fail(self, args=None, check=False):
-        with pytest.raises(AnsibleFailJson) as info:
-            self._call(args or {}, check, False)
-        return info.value.result
+        host = FakeHost(tmpdir.join('root'))
+        super(ThpEnv, self).__init__(thp_module, host, FakeTools(host, str(tmpdir.join('bin'))))
 
     # -- state -----------------------------------------------------------------------------
     def runtime(self):
@@ -339,7 +136,7 @@ class Env(object):
         grubby-bls fake of fakehost.py, with its rpm and grub2-editenv), grubenv kernelopts and tuned."""
         arg = '' if cmdline_value is None else ' transparent_hugepage=%s' % cmdline_value
         self.host.add_thp(thp_kernel)
-        self.host.write('/etc/os-release', OS_RELEASE['el8'])
+        self.host.write('/etc/os-release', OS_RELEASE['el8'].replace('8.9', '8.6'))
         self.host.write('/etc/default/grub', GRUB_EL8.replace('rhgb quiet"', 'rhgb quiet%s"' % arg))
         for kernel in EL8_KERNELS:
             self.host.write('/boot/loader/entries/%s-%s.conf' % (MACHINE_ID, kernel), ''.join('%s %s\n' % kv for kv in [
@@ -359,8 +156,7 @@ class Env(object):
         self.host.write('/boot/grub2/grub.cfg', fixture('grub/el8-bls-grub.cfg'))
         self.host.mkdir('/etc/kernel')
         self.host.write('/proc/cmdline', PROC_CMDLINE_EL8.replace(' quiet\n', ' quiet%s\n' % arg))
-        self.tool('grub2-mkconfig')
-        install_boot_tools(self.bin, self.root, grubby_version)
+        self.tools.install('grub2-mkconfig').boot_tools(grubby_version)
         if tuned_installed:
             self.with_tuned()
         return self
@@ -369,8 +165,7 @@ class Env(object):
         """Rocky 9.3: BLS entries with literal options that GRUB reads, no grubenv kernelopts,
         /etc/kernel/cmdline (unless ``kernel_cmdline`` is False), grubby ``grubby_version``, tuned."""
         self.host.add_thp('el8')
-        self.host.write('/etc/os-release', 'NAME="Rocky Linux"\nID="rocky"\nID_LIKE="rhel centos fedora"\n'
-                                           'VERSION_ID="9.3"\n')
+        self.host.write('/etc/os-release', OS_RELEASE['el9'])
         self.host.write('/etc/default/grub', GRUB_EL8.replace('rhel/', 'rl/'))
         for kernel in EL9_KERNELS:
             self.host.write('/boot/loader/entries/%s-%s.conf' % (MACHINE_ID, kernel), ''.join('%s %s\n' % kv for kv in [
@@ -385,8 +180,7 @@ class Env(object):
         if kernel_cmdline:
             self.host.write('/etc/kernel/cmdline', EL9_ARGS + '\n')
         self.host.write('/proc/cmdline', 'BOOT_IMAGE=(hd0,gpt2)/vmlinuz-%s %s\n' % (EL9_KERNELS[0], EL9_ARGS))
-        self.tool('grub2-mkconfig')
-        install_boot_tools(self.bin, self.root, grubby_version)
+        self.tools.install('grub2-mkconfig').boot_tools(grubby_version)
         self.with_tuned()
         return self
 
@@ -397,9 +191,9 @@ class Env(object):
         self.host.write('/etc/default/grub', grub)
         self.host.write('/boot/grub2/grub.cfg', '# generated long ago\n')
         self.host.write('/proc/cmdline', PROC_CMDLINE_EL7)
-        self.tool('grub2-mkconfig', 'grubby')
+        self.tools.install('grub2-mkconfig', 'grubby')   # grubby: present on RHEL 7, never used there
         self.with_tuned()
-        self.save_conf(tuned_version=tuned_version, tuned_python2=True)
+        self.tools.tuned_version, self.tools.tuned_python2 = tuned_version, True
         return self
 
     def debian(self, grub=False):
@@ -410,35 +204,19 @@ class Env(object):
         self.host.write('/proc/cmdline', 'root=/dev/vda1 ro console=ttyS0\n')
         if grub:
             self.host.write('/boot/grub/grub.cfg', '# generated by grub-mkconfig\n')
-            self.tool('update-grub')
+            self.tools.install('update-grub')
         return self
 
     def with_tuned(self, active='virtual-guest', running=False):
-        self.host.write('/usr/lib/tuned/throughput-performance/tuned.conf', THROUGHPUT_PERFORMANCE)
-        self.host.write('/usr/lib/tuned/virtual-guest/tuned.conf', VIRTUAL_GUEST)
-        self.host.write(tuned.ACTIVE_PROFILE_FILE, active + '\n')
-        self.host.write(tuned.PROFILE_MODE_FILE, 'auto\n')
-        if running:
-            self.host.write(tuned.PID_FILE, '812\n')
-            self.host.mkdir('/proc/812')
-        self.tool('tuned-adm')
+        self.host.add_tuned(active, running=running)
+        self.tools.install('tuned-adm')
         return self
 
 
 @pytest.fixture
 def env(tmpdir, monkeypatch, module_exit):
-    environment = Env(tmpdir)
-    monkeypatch.setattr(thp_module, 'ROOT', environment.root)
+    environment = ThpEnv(tmpdir).attach(monkeypatch)
     monkeypatch.setattr(thp, 'open', environment.host.thp_open(), raising=False)
-    monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path',
-                        lambda module, arg, required=False, opt_dirs=None: environment.which(module, arg, required))
-    real_run_command = basic.AnsibleModule.run_command
-
-    def run_command(module, args, *a, **kw):
-        environment.calls.append(list(args))
-        return real_run_command(module, args, *a, **kw)
-    monkeypatch.setattr(basic.AnsibleModule, 'run_command', run_command)
-    monkeypatch.setattr(basic.AnsibleModule, 'warn', lambda module, msg: environment.warnings.append(msg))
     return environment
 
 
@@ -471,7 +249,7 @@ def test_check_mode_changes_nothing_and_reports_the_plan(el8):
     checksum = tree_checksum(el8.root)
     result = el8.run(APPLY, check=True, diff=True)
     assert tree_checksum(el8.root) == checksum
-    assert el8.mutations() == []
+    assert el8.tools.mutations() == []
     assert el8.runtime() == before == {'enabled': 'always', 'defrag': 'madvise', 'khugepaged/defrag': '1'}
     assert result['changed'] is True
     assert result['runtime'] == {
@@ -554,7 +332,7 @@ def test_bls_switched_off_regenerates_the_menu_and_the_reboot_brings_the_value(e
     result = env.run(APPLY)
     assert result['cmdline']['method'] == 'grub2-mkconfig'
     assert env.ran('grubby', '--update-kernel=ALL') == []
-    assert env.ran('grub2-mkconfig') == [[env.bin_path('grub2-mkconfig'), '-o', '/boot/grub2/grub.cfg']]
+    assert env.ran('grub2-mkconfig') == [[env.tools.path('grub2-mkconfig'), '-o', '/boot/grub2/grub.cfg']]
     assert result['reboot_required'] is True
     # the reboot: the kernel gets the arguments of the grub.cfg kernel line GRUB boots
     kernel_line = [l for l in env.host.read('/boot/grub2/grub.cfg').splitlines() if l.strip().startswith('linux16')][0]
@@ -618,7 +396,7 @@ def test_apply_sets_runtime_persists_and_records_the_baseline(el8):
     # Kernel command line: grubby for the entries and (8.40-37 on) kernelopts for new kernels;
     # /etc/default/grub by this module, so grubby is told to keep out (8.40-39 on; the last option).
     assert el8.ran('grubby', '--update-kernel=ALL') == [
-        [el8.bin_path('grubby'), '--update-kernel=ALL', '--args=' + NEVER_ARG, '--no-etc-grub-update']]
+        [el8.tools.path('grubby'), '--update-kernel=ALL', '--args=' + NEVER_ARG, '--no-etc-grub-update']]
     assert el8.ran('grub2-editenv', 'set') == []    # grubby 8.40-42 already wrote the same kernelopts
     assert el8.ran('grub2-mkconfig') == []
     assert el8.ran('tuned-adm', 'profile') == []    # tuned not running: the state files are written
@@ -639,11 +417,11 @@ def test_apply_sets_runtime_persists_and_records_the_baseline(el8):
 def test_second_run_is_idempotent_and_plans_nothing(el8):
     el8.run(APPLY)
     checksum = tree_checksum(el8.root)
-    del el8.calls[:]
+    del el8.tools.calls[:]
     result = el8.run(APPLY)
     assert result['changed'] is False
     assert tree_checksum(el8.root) == checksum
-    assert el8.mutations() == []
+    assert el8.tools.mutations() == []
     assert result['tuned_profile']['changed'] is False
     assert result['cmdline']['args_after'] == {}
     # The running kernel still lacks the argument until the reboot.
@@ -664,10 +442,10 @@ def test_tuned_running_switches_with_tuned_adm(env):
     env.el8()
     env.with_tuned(running=True)
     env.run(APPLY)
-    assert env.ran('tuned-adm', 'profile') == [[env.bin_path('tuned-adm'), 'profile', 'virtual-guest',
+    assert env.ran('tuned-adm', 'profile') == [[env.tools.path('tuned-adm'), 'profile', 'virtual-guest',
                                                 tuned.CHILD_PROFILE]]
     assert tuned.active_profiles(env.root) == ['virtual-guest', tuned.CHILD_PROFILE]
-    del env.calls[:]
+    del env.tools.calls[:]
     assert env.run(APPLY)['changed'] is False
     assert env.ran('tuned-adm', 'profile') == []
 
@@ -675,7 +453,7 @@ def test_tuned_running_switches_with_tuned_adm(env):
 def test_tuned_resetting_thp_on_the_profile_switch_is_enforced(env):
     env.el8()
     env.with_tuned(running=True)
-    env.save_conf(tuned_sets_enabled='always')       # tuned applies a stale value when switching
+    env.tools.tuned_sets_enabled = 'always'       # tuned applies a stale value when switching
     result = env.run(APPLY)
     assert result['changed'] is True
     assert env.host.thp('enabled') == 'never'
@@ -773,7 +551,7 @@ def test_persist_empty_touches_only_runtime(el8):
     assert result['cmdline']['managed'] is False
     assert result['reboot_required'] is False
     assert el8.runtime() == {'enabled': 'never', 'defrag': 'never', 'khugepaged/defrag': '0'}
-    assert el8.mutations() == []
+    assert el8.tools.mutations() == []
     # Only the THP files and the baseline record (for state=absent) differ.
     after = tree_checksum(el8.root)
     changed = sorted(k for k in set(checksum) | set(after) if checksum.get(k) != after.get(k))
@@ -848,7 +626,7 @@ def test_rhel7_with_tuned_2_10_sets_defrag_through_sysfs_and_runs_grub2_mkconfig
         ('vm', [('transparent_hugepages', 'never')]),
         ('sysfs', [(THP_DIR + '/defrag', 'never'), (KHUGEPAGED_PATH, '0')]),
     ]
-    assert env.ran('grub2-mkconfig') == [[env.bin_path('grub2-mkconfig'), '-o', '/boot/grub2/grub.cfg']]
+    assert env.ran('grub2-mkconfig') == [[env.tools.path('grub2-mkconfig'), '-o', '/boot/grub2/grub.cfg']]
     assert env.ran('grubby') == []
     assert result['cmdline']['method'] == 'grub2-mkconfig'
     assert 'GRUB_CMDLINE_LINUX="crashkernel=auto rd.lvm.lv=centos/root rd.lvm.lv=centos/swap rhgb quiet %s"' \
@@ -856,10 +634,10 @@ def test_rhel7_with_tuned_2_10_sets_defrag_through_sysfs_and_runs_grub2_mkconfig
     cfg = env.host.read('/boot/grub2/grub.cfg')
     assert cfg.count(NEVER_ARG) == 2                 # the normal and the rescue entry
     assert result['reboot_required'] is True
-    del env.calls[:]
+    del env.tools.calls[:]
     checksum = tree_checksum(env.root)
     assert env.run(APPLY)['changed'] is False
-    assert env.mutations() == []
+    assert env.tools.mutations() == []
     assert tree_checksum(env.root) == checksum
 
 
@@ -902,7 +680,7 @@ def test_debian_with_grub_runs_update_grub(env):
     env.debian(grub=True)
     result = env.run(APPLY)
     assert result['cmdline']['method'] == 'update-grub'
-    assert env.ran('update-grub') == [[env.bin_path('update-grub')]]
+    assert env.ran('update-grub') == [[env.tools.path('update-grub')]]
     assert 'GRUB_CMDLINE_LINUX="%s"' % NEVER_ARG in env.host.read('/etc/default/grub')
     assert env.host.read('/boot/grub/grub.cfg').count(NEVER_ARG) == 2
     assert env.run(APPLY)['changed'] is False
@@ -918,13 +696,13 @@ def test_absent_restores_everything(el8):
     originals = dict((t, el8.host.read(t)) for t in ['/etc/default/grub', '/boot/grub2/grubenv'] + [
         '/boot/loader/entries/%s-%s.conf' % (MACHINE_ID, k) for k in EL8_KERNELS])
     el8.run(APPLY)
-    del el8.calls[:]
+    del el8.tools.calls[:]
     result = el8.run({'state': 'absent'})
     assert result['changed'] is True
     assert el8.runtime() == {'enabled': 'always', 'defrag': 'madvise', 'khugepaged/defrag': '1'}
     assert result['runtime']['enabled'] == {'before': 'never', 'after': 'always', 'offered': MODES}
     assert el8.ran('grubby', '--update-kernel=ALL') == [
-        [el8.bin_path('grubby'), '--update-kernel=ALL', '--remove-args=transparent_hugepage', '--no-etc-grub-update']]
+        [el8.tools.path('grubby'), '--update-kernel=ALL', '--remove-args=transparent_hugepage', '--no-etc-grub-update']]
     assert el8.ran('grub2-editenv', 'set') == []
     for target, text in originals.items():
         assert el8.host.read(target) == text, target
@@ -945,10 +723,10 @@ def test_absent_restores_the_recorded_cmdline_value(env):
     assert env.grubenv()['kernelopts'] == '%s %s' % (KERNELOPTS, NEVER_ARG)
     # grubby drops the old value and appends the new one.
     assert env.bls_options() == ['%s $tuned_params %s' % (KERNELOPTS, NEVER_ARG)] * 2
-    del env.calls[:]
+    del env.tools.calls[:]
     env.run({'state': 'absent'})
     assert env.ran('grubby', '--update-kernel=ALL') == [
-        [env.bin_path('grubby'), '--update-kernel=ALL', '--args=transparent_hugepage=always', '--no-etc-grub-update']]
+        [env.tools.path('grubby'), '--update-kernel=ALL', '--args=transparent_hugepage=always', '--no-etc-grub-update']]
     assert env.grubenv()['kernelopts'] == KERNELOPTS + ' transparent_hugepage=always'
     assert 'rhgb quiet transparent_hugepage=always"' in env.grub_cmdline_linux()
     assert all(o.endswith('transparent_hugepage=always') for o in env.bls_options())
@@ -958,9 +736,9 @@ def test_absent_with_tuned_running_restores_the_profile_with_tuned_adm(env):
     env.el8()
     env.with_tuned(running=True)
     env.run(APPLY)
-    del env.calls[:]
+    del env.tools.calls[:]
     env.run({'state': 'absent'})
-    assert env.ran('tuned-adm', 'profile') == [[env.bin_path('tuned-adm'), 'profile', 'virtual-guest']]
+    assert env.ran('tuned-adm', 'profile') == [[env.tools.path('tuned-adm'), 'profile', 'virtual-guest']]
     assert tuned.active_profiles(env.root) == ['virtual-guest']
     assert not env.host.exists(CHILD)
 
@@ -968,11 +746,11 @@ def test_absent_with_tuned_running_restores_the_profile_with_tuned_adm(env):
 def test_absent_check_mode_changes_nothing(el8):
     el8.run(APPLY)
     checksum = tree_checksum(el8.root)
-    del el8.calls[:]
+    del el8.tools.calls[:]
     result = el8.run({'state': 'absent'}, check=True, diff=True)
     assert result['changed'] is True
     assert tree_checksum(el8.root) == checksum
-    assert el8.mutations() == []
+    assert el8.tools.mutations() == []
     headers = [d['after_header'] for d in result['diff']]
     assert '%s (absent)' % BASELINE in headers
     assert '%s (absent)' % CHILD in headers
@@ -982,11 +760,11 @@ def test_absent_twice_is_unchanged(el8):
     el8.run(APPLY)
     el8.run({'state': 'absent'})
     checksum = tree_checksum(el8.root)
-    del el8.calls[:]
+    del el8.tools.calls[:]
     result = el8.run({'state': 'absent'})
     assert result['changed'] is False
     assert tree_checksum(el8.root) == checksum
-    assert el8.mutations() == []
+    assert el8.tools.mutations() == []
 
 
 def test_absent_without_baseline_warns_and_restores_nothing(el8):
@@ -998,7 +776,7 @@ def test_absent_without_baseline_warns_and_restores_nothing(el8):
     assert el8.host.thp('enabled') == 'never'
     assert result['baseline'] == {}
     assert any('no recorded THP baseline' in w and BASELINE in w for w in el8.warnings)
-    assert el8.mutations() == []
+    assert el8.tools.mutations() == []
 
 
 def test_absent_without_baseline_still_removes_thp_tuned_sections(el8):
@@ -1023,14 +801,9 @@ def test_absent_removes_a_cmdline_argument_added_after_a_runtime_only_first_run(
 # Failures while applying
 
 def test_failing_grubby_fails_with_its_message(el8):
-    real = el8.bin_path('grubby')
-    os.rename(real, real + '.real')
-    with open(real, 'w') as f:
-        f.write('#!/bin/sh\ncase "$*" in *--update-kernel*) echo "grubby: error writing entry" >&2; exit 1;; esac\n'
-                'exec "$0.real" "$@"\n')
-    os.chmod(real, 0o755)
+    el8.tools.fail('grubby', 1, 'grubby: error writing entry\n', when=['--update-kernel=ALL'])
     result = el8.fail(APPLY)
-    expected = '%s --update-kernel=ALL --args=%s --no-etc-grub-update failed (rc 1): ' % (el8.bin_path('grubby'), NEVER_ARG)
+    expected = '%s --update-kernel=ALL --args=%s --no-etc-grub-update failed (rc 1): ' % (el8.tools.path('grubby'), NEVER_ARG)
     assert result['msg'].startswith(expected)
     assert 'error writing entry' in result['msg']
     assert result['changed'] is True
@@ -1052,7 +825,7 @@ def test_write_failing_after_the_checks_reports_the_kernel_error(el8, monkeypatc
 def test_failing_tuned_adm_fails_with_its_message(env):
     env.el8()
     env.with_tuned(running=True)
-    env.save_conf(fail={'tuned-adm': [1, 'Cannot talk to TuneD daemon via DBus.']})
+    env.tools.fail('tuned-adm', 1, 'Cannot talk to TuneD daemon via DBus.\n', when=['profile'])
     result = env.fail(APPLY)
     assert 'tuned-adm profile virtual-guest %s failed' % tuned.CHILD_PROFILE in result['msg']
     assert 'DBus' in result['msg']
@@ -1079,11 +852,11 @@ def _unbalanced_grub(env):
 
 
 def _no_grubby(env):
-    env.remove_tool('grubby')
+    env.tools.uninstall('grubby')
 
 
 def _no_grub2_editenv(env):
-    env.remove_tool('grub2-editenv')
+    env.tools.uninstall('grub2-editenv')
 
 
 def _damaged_baseline(env):
@@ -1120,7 +893,7 @@ def _no_grub_default(env):
 
 
 def _no_grub2_mkconfig(env):
-    env.remove_tool('grub2-mkconfig')
+    env.tools.uninstall('grub2-mkconfig')
 
 
 def _read_only_sysfs(env, monkeypatch):
@@ -1194,7 +967,7 @@ def test_bad_input_fails_and_changes_nothing(env, monkeypatch, layout, args, set
     for fragment in fragments:
         assert fragment in result['msg']
     assert tree_checksum(env.root) == checksum
-    assert env.mutations() == []
+    assert env.tools.mutations() == []
 
 
 @pytest.mark.parametrize('setup, fragment', [

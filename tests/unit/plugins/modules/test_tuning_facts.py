@@ -5,15 +5,15 @@
 
 """Module-level tests for tuning_facts, through main(), on a fake host.
 
-``ROOT`` points at a fake tree (fakehost.py). ``run_command`` and ``get_bin_path`` are
-replaced by a small in-process fake of the host's tools that answers only the read-only
-questions the module may ask (``lvs``, ``tuned-adm --version``, ``grubby --info=ALL``,
-``grub2-editenv - list``); any other command fails the test. Every run goes through
-:meth:`Env.facts`, which also checks that the module reported ``changed=False`` and left
-every file, directory and link of the tree as it was.
+``ROOT`` points at a fake tree (fakehost.py). ``run_command`` and ``get_bin_path`` go to
+fakehost.FakeTools (through utils.Env): ``lvs``, ``tuned-adm``, and on RHEL 8 the versioned
+grubby-bls model with its ``rpm`` and ``grub2-editenv`` (release ``EL8_GRUBBY``), acting on the
+tree's BLS entries and grubenv. Every run goes through :meth:`FactsEnv.facts`, which also checks
+that the module reported ``changed=False``, ran only read-only commands
+(``FakeTools.mutations``) and left every file, directory and link of the tree as it was.
 
 THP sysfs files, os-release, BLS entries and tuned profiles are written here with
-``FakeHost.write`` (the THP helpers of fakehost.py belong to the thp tests).
+``FakeHost.write`` and ``FakeHost.add_tuned``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -27,11 +27,10 @@ import sys
 
 import pytest
 
-from ansible.module_utils import basic
 from ansible_collections.aemops.os_tuning.plugins.module_utils import files, thp, tuned, udev_rules
 from ansible_collections.aemops.os_tuning.plugins.modules import tuning_facts
-from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import AnsibleExitJson, set_module_args
-from fakehost import FakeHost, nitro_host, tree_checksum
+from ansible_collections.aemops.os_tuning.tests.unit.utils import Env
+from fakehost import OS_RELEASE, THROUGHPUT_PERFORMANCE, FakeHost, FakeTools, nitro_host, tree_checksum
 
 RULES = udev_rules.RULES_FILE
 CHILD = '/etc/tuned/%s/tuned.conf' % tuned.CHILD_PROFILE
@@ -43,23 +42,10 @@ NVME0_SERIAL = 'vol0rootrootrootroot'
 NVME1_MATCH = 'ATTRS{serial}=="%s"' % NVME1_SERIAL
 THP_DIR = thp.THP_DIRS[0]
 
-THROUGHPUT_PERFORMANCE = ('[main]\nsummary=Broadly applicable tuning for throughput (test fixture)\n\n'
-                          '[cpu]\ngovernor=performance\n\n[disk]\nreadahead=>4096\n\n'
-                          '[vm]\ntransparent_hugepages=always\n')
-VIRTUAL_GUEST = ('[main]\nsummary=Tuning for virtual guests (test fixture)\ninclude=throughput-performance\n\n'
-                 '[sysctl]\nvm.swappiness = 30\n')
-
 TP_4096 = {'instance': 'disk', 'profile': 'throughput-performance', 'setting': '>4096', 'kb': 4096}
 
-OS_RELEASE = {
-    'el7': 'NAME="CentOS Linux"\nVERSION="7 (Core)"\nID="centos"\nID_LIKE="rhel fedora"\nVERSION_ID="7"\n',
-    'el8': ('NAME="Red Hat Enterprise Linux"\nVERSION="8.9 (Ootpa)"\nID="rhel"\nID_LIKE="fedora"\n'
-            'VERSION_ID="8.9"\nPLATFORM_ID="platform:el8"\n'),
-    'debian': ('PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nNAME="Debian GNU/Linux"\nVERSION_ID="12"\n'
-               'VERSION="12 (bookworm)"\nID=debian\n'),
-}
-
 EL8_KERNEL = '4.18.0-513.5.1.el8_9.x86_64'
+EL8_GRUBBY = '8.40-48.el8'  # the newest RHEL 8 grubby-bls that fakehost models
 EL8_ARGS = 'root=/dev/nvme0n1p1 ro console=ttyS0,115200n8 crashkernel=auto'
 GRUB_EL8 = ('GRUB_TIMEOUT=1\nGRUB_DEFAULT=saved\nGRUB_DISABLE_SUBMENU=true\n'
             'GRUB_CMDLINE_LINUX="console=ttyS0,115200n8 crashkernel=auto transparent_hugepage=never"\n'
@@ -74,112 +60,27 @@ GRUB_CFG_EL7 = ('set default=0\n### BEGIN /etc/grub.d/10_linux ###\n'
 # ---------------------------------------------------------------------------------------------
 # The fake host and its tools
 
-class FakeTools(object):
-    """Read-only answers of the host's tools; anything that could change the host fails the test."""
-
-    BIN = {'lvs': '/usr/sbin/lvs', 'tuned-adm': '/usr/sbin/tuned-adm', 'grubby': '/usr/sbin/grubby',
-           'grub2-editenv': '/usr/bin/grub2-editenv', 'grub2-mkconfig': '/usr/sbin/grub2-mkconfig',
-           'update-grub': '/usr/sbin/update-grub'}
-
-    def __init__(self, host):
-        self.host = host
-        self.calls = []
-        self.installed = set(['lvs', 'tuned-adm'])
-        self.lvm = {'vg_aem/lv_repo': 'auto'}
-        self.lvs_rc = 0
-        self.tuned_version = ('tuned-adm 2.21.0\n', '')
-        self.tuned_version_rc = 0
-        self.grubenv = {}
-        self.grubby_rc = 0
-
-    def get_bin_path(self, module, arg, required=False, opt_dirs=None):
-        if arg not in self.installed:
-            if required:
-                module.fail_json(msg='Failed to find required executable "%s"' % arg)
-            return None
-        return self.BIN[arg]
-
-    def run_command(self, module, args, check_rc=False, **kwargs):
-        args = list(args)
-        self.calls.append(args)
-        rc, out, err = self._dispatch(args)
-        if check_rc and rc != 0:
-            module.fail_json(msg='command failed: %s' % ' '.join(args), rc=rc, stdout=out, stderr=err)
-        return rc, out, err
-
-    def _dispatch(self, args):
-        tool = os.path.basename(args[0])
-        if tool == 'lvs':
-            assert args[1:-1] == ['--noheadings', '--nosuffix', '--units', 's', '-o', 'lv_read_ahead']
-            if self.lvs_rc:
-                return self.lvs_rc, '', ('  WARNING: Running as a non-root user. Functionality may be unavailable.\n'
-                                         '  /run/lock/lvm/P_global:aux: open failed: Permission denied\n')
-            return 0, '  %s\n' % self.lvm[args[-1]], ''
-        if tool == 'tuned-adm' and args[1:] == ['--version']:
-            out, err = self.tuned_version
-            return self.tuned_version_rc, out, err
-        if tool == 'grubby' and args[1:] == ['--info=ALL']:
-            return self.grubby_rc, self._grubby_info(), '' if not self.grubby_rc else 'grubby: Permission denied\n'
-        if tool == 'grub2-editenv' and args[1:] == ['-', 'list']:
-            return 0, ''.join('%s=%s\n' % kv for kv in sorted(self.grubenv.items())), ''
-        raise AssertionError('tuning_facts ran a command it must not run: %r' % (args,))
-
-    def _grubby_info(self):
-        """``grubby --info=ALL`` from the BLS entries of the fake tree, newest first."""
-        lines = []
-        directory = self.host.path('/boot/loader/entries')
-        names = sorted(os.listdir(directory), reverse=True) if os.path.isdir(directory) else []
-        for index, name in enumerate(names):
-            entry = dict(line.split(' ', 1) for line in self.host.read('/boot/loader/entries/' + name).splitlines()
-                         if ' ' in line)
-            words = entry.get('options', '').split()
-            lines += ['index=%d' % index, 'kernel="/boot%s"' % entry['linux'],
-                      'args="%s"' % ' '.join(w for w in words if not w.startswith('root=')),
-                      'root="%s"' % ''.join(w[5:] for w in words if w.startswith('root=')),
-                      'initrd="/boot%s $tuned_initrd"' % entry.get('initrd', ''), 'title="%s"' % entry['title']]
-        return ''.join(line + '\n' for line in lines)
-
-    def ran(self, tool):
-        return [c for c in self.calls if os.path.basename(c[0]) == tool]
-
-
-class Env(object):
-    def __init__(self, host, tools):
-        self.host = host
-        self.tools = tools
-        self.result = None
-
-    @property
-    def root(self):
-        return self.host.root
+class FactsEnv(Env):
+    """The Env of tuning_facts: every run must change nothing; host layouts for the facts."""
 
     def facts(self, paths=None, check=False):
-        """Run the module; return ``ansible_facts.os_tuning`` after checking it changed nothing."""
+        """Run the module; return ``ansible_facts.os_tuning`` after checking it changed nothing
+        and ran only read-only commands."""
         args = {}
         if paths is not None:
             args['paths'] = paths
-        if check:
-            args['_ansible_check_mode'] = True
         before = tree_checksum(self.root)
-        with set_module_args(args):
-            with pytest.raises(AnsibleExitJson) as info:
-                tuning_facts.main()
-        self.result = info.value.result
+        self.run(args, check=check)
         assert self.result['changed'] is False
         assert 'failed' not in self.result
         assert tree_checksum(self.root) == before
+        assert self.tools.mutations() == [], 'tuning_facts ran a command it must not run'
         return self.result['ansible_facts']['os_tuning']
 
     # -- host builders ---------------------------------------------------------------------
     def with_tuned(self, active='virtual-guest', running=True, version='2.21.0', mode='auto'):
-        self.host.write('/usr/lib/tuned/throughput-performance/tuned.conf', THROUGHPUT_PERFORMANCE)
-        self.host.write('/usr/lib/tuned/virtual-guest/tuned.conf', VIRTUAL_GUEST)
-        self.host.write(tuned.ACTIVE_PROFILE_FILE, active + '\n')
-        self.host.write(tuned.PROFILE_MODE_FILE, mode + '\n')
-        self.tools.tuned_version = ('tuned-adm %s\n' % version, '')
-        if running:
-            self.host.write(tuned.PID_FILE, '812\n')
-            self.host.mkdir('/proc/812')
+        self.host.add_tuned(active, mode, running)
+        self.tools.tuned_version = version
         return self
 
     def with_thp(self, enabled='always madvise never', defrag='always defer defer+madvise madvise never',
@@ -207,9 +108,9 @@ class Env(object):
                         % (EL8_KERNEL, EL8_KERNEL, EL8_KERNEL, EL8_KERNEL, args, EL8_KERNEL))
         self.host.write('/boot/grub2/grub.cfg', '# stub\nblscfg\n')
         self.host.write('/etc/default/grub', GRUB_EL8)
-        self.tools.installed.update(['grubby', 'grub2-editenv', 'grub2-mkconfig'])
-        self.tools.grubenv = {'saved_entry': '%s-%s' % ('0' * 32, EL8_KERNEL), 'kernelopts': args,
-                              'boot_success': '1'}
+        body = '# GRUB Environment Block\nsaved_entry=%s-%s\nkernelopts=%s\nboot_success=1\n' % ('0' * 32, EL8_KERNEL, args)
+        self.host.write('/boot/grub2/grubenv', body + '#' * (1024 - len(body)))
+        self.tools.boot_tools(EL8_GRUBBY).install('grub2-mkconfig')
         return self
 
     def with_el7_bios(self):
@@ -256,17 +157,16 @@ class Env(object):
             os.unlink(full)
 
 
+def facts_env(tmpdir, monkeypatch):
+    """The Nitro host with lvs (knowing its LV) and tuned-adm, tuning_facts attached to it."""
+    host = nitro_host(tmpdir.join('root'))
+    tools = FakeTools(host, str(tmpdir.join('bin')), ['lvs', 'tuned-adm']).add_lv('vg_aem/lv_repo', 'dm-0')
+    return FactsEnv(tuning_facts, host, tools).attach(monkeypatch)
+
+
 @pytest.fixture
 def env(tmpdir, monkeypatch, module_exit):
-    host = nitro_host(tmpdir)
-    tools = FakeTools(host)
-    environment = Env(host, tools)
-    monkeypatch.setattr(tuning_facts, 'ROOT', host.root)
-    monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path',
-                        lambda module, arg, required=False, opt_dirs=None: tools.get_bin_path(module, arg, required))
-    monkeypatch.setattr(basic.AnsibleModule, 'run_command',
-                        lambda module, args, check_rc=False, **kw: tools.run_command(module, args, check_rc, **kw))
-    return environment
+    return facts_env(tmpdir, monkeypatch)
 
 
 @pytest.fixture
@@ -372,12 +272,13 @@ def test_lvm_read_ahead_auto_from_lvs(nitro):
 
 
 def test_lvm_read_ahead_in_sectors(nitro):
-    nitro.tools.lvm['vg_aem/lv_repo'] = '8192.00'
+    nitro.tools.lvm['vg_aem/lv_repo']['read_ahead'] = '8192.00'
     assert nitro.facts()['block_devices']['dm-0']['lvm']['read_ahead'] == 8192
 
 
 def test_lvm_read_ahead_absent_when_lvs_fails(nitro):
-    nitro.tools.lvs_rc = 5  # unprivileged
+    nitro.tools.fail('lvs', 5, '  WARNING: Running as a non-root user. Functionality may be unavailable.\n'
+                               '  /run/lock/lvm/P_global:aux: open failed: Permission denied\n')  # unprivileged
     lvm = nitro.facts()['block_devices']['dm-0']['lvm']
     assert lvm == {'vg': 'vg_aem', 'lv': 'lv_repo'}
 
@@ -389,7 +290,7 @@ def test_lvm_read_ahead_absent_without_lvs(nitro):
 
 
 def test_lvm_read_ahead_none_when_lvs_output_is_unparsable(nitro):
-    nitro.tools.lvm['vg_aem/lv_repo'] = 'garbage'
+    nitro.tools.lvm['vg_aem/lv_repo']['read_ahead'] = 'garbage'
     assert nitro.facts()['block_devices']['dm-0']['lvm']['read_ahead'] is None
 
 
@@ -410,7 +311,7 @@ def test_tuned_facts_of_the_nitro_host(nitro):
 
 
 def test_tuned_version_printed_on_stderr(nitro):
-    nitro.tools.tuned_version = ('', 'tuned-adm 2.10.0\n')  # argparse on Python 2 (RHEL 7)
+    nitro.tools.tuned_version, nitro.tools.tuned_python2 = '2.10.0', True  # argparse on Python 2 (RHEL 7): stderr
     assert nitro.facts()['tuned']['version'] == '2.10.0'
 
 
@@ -427,7 +328,7 @@ def test_tuned_2_18_covers_nvme(nitro):
 
 
 def test_tuned_version_unknown_when_tuned_adm_fails(nitro):
-    nitro.tools.tuned_version_rc = 1
+    nitro.tools.fail('tuned-adm', 1, when=['--version'])
     tuned_facts = nitro.facts()['tuned']
     assert tuned_facts['version'] is None
     assert tuned_facts['installed'] is True
@@ -762,7 +663,7 @@ def test_os_rhel8_without_grubby_is_an_error_fact(nitro):
 
 def test_os_rhel8_grubby_failing_unprivileged_is_an_error_fact(nitro):
     nitro.with_el8_bls()
-    nitro.tools.grubby_rc = 1
+    nitro.tools.fail('grubby', 1, 'grubby: Permission denied\n', when=['--info=ALL'])
     facts = nitro.facts()
     assert 'grubby --info=ALL failed' in facts['thp']['error']
     assert facts['thp']['configured_cmdline'] is None
@@ -875,15 +776,9 @@ def test_no_udev_database(nitro):
 
 
 def test_bare_host_with_nothing_at_all(tmpdir, monkeypatch, module_exit):
-    host = FakeHost(tmpdir)
+    host = FakeHost(tmpdir.join('root'))
     tools = FakeTools(host)
-    tools.installed = set()
-    monkeypatch.setattr(tuning_facts, 'ROOT', host.root)
-    monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path',
-                        lambda module, arg, required=False, opt_dirs=None: tools.get_bin_path(module, arg, required))
-    monkeypatch.setattr(basic.AnsibleModule, 'run_command',
-                        lambda module, args, check_rc=False, **kw: tools.run_command(module, args, check_rc, **kw))
-    facts = Env(host, tools).facts(paths=['/'])
+    facts = FactsEnv(tuning_facts, host, tools).attach(monkeypatch).facts(paths=['/'])
     assert facts['block_devices'] == {}
     assert facts['mounts'] == {}
     assert 'no mount found for /' in facts['paths']['/']['error']

@@ -4,8 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """tuning_facts with ``intent``, ``snapshot`` and ``verify``: what the aem_tuning role calls it with.
 
-The fake host and tools are those of test_tuning_facts.py, plus ``tuned-adm verify`` and the
-lines tuned logs for it. The rules themselves are tested in module_utils/test_compliance.py;
+The fake host and tools are those of test_tuning_facts.py (fakehost.FakeTools answers
+``tuned-adm verify`` too), plus the lines tuned logs for it. The rules themselves are tested in module_utils/test_compliance.py;
 here: a refused value fails before anything is written, the snapshot is written once (with
 its directory) and removed with that directory, and the misses come back.
 """
@@ -19,12 +19,11 @@ import os
 
 import pytest
 
-from ansible.module_utils import basic
 from ansible_collections.aemops.os_tuning.plugins.modules import tuning_facts
 from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.test_tuning_facts import (
-    REPO, Env, FakeTools, NVME1_SERIAL)
-from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import run_module
-from fakehost import nitro_host, tree_checksum
+    NVME1_SERIAL, REPO, facts_env)
+from ansible_collections.aemops.os_tuning.tests.unit.utils import run_module
+from fakehost import tree_checksum
 
 SNAPSHOT = '/etc/ansible/facts.d/aem_tuning_before.fact'
 NVME1_LINK = '/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_%s' % NVME1_SERIAL
@@ -34,34 +33,10 @@ TUNED_LOG = ("2026-12-01 11:00:00,000 INFO     tuned.daemon.daemon: verifying pr
              "'4096', expected '32'\n")
 
 
-class VerifyingTools(FakeTools):
-    """FakeTools that also answer ``tuned-adm verify`` (read-only: it compares, it changes nothing)."""
-
-    def __init__(self, host):
-        super(VerifyingTools, self).__init__(host)
-        self.verify_rc = 0
-
-    def _dispatch(self, args):
-        if os.path.basename(args[0]) == 'tuned-adm' and args[1:] == ['verify']:
-            if self.verify_rc:
-                return self.verify_rc, 'Verification failed, current system settings differ from the preset ' \
-                                       'profile.\nYou can mostly fix this by restarting the TuneD daemon, e.g.:\n' \
-                                       '  systemctl restart tuned\n', ''
-            return 0, 'Verification succeeded, current system settings match the preset profile.\n', ''
-        return super(VerifyingTools, self)._dispatch(args)
-
-
 @pytest.fixture
 def env(tmpdir, monkeypatch, module_exit):
-    host = nitro_host(tmpdir)
-    host.symlink(NVME1_LINK, '../../nvme1n1')
-    tools = VerifyingTools(host)
-    monkeypatch.setattr(tuning_facts, 'ROOT', host.root)
-    monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path',
-                        lambda module, arg, required=False, opt_dirs=None: tools.get_bin_path(module, arg, required))
-    monkeypatch.setattr(basic.AnsibleModule, 'run_command',
-                        lambda module, args, check_rc=False, **kw: tools.run_command(module, args, check_rc, **kw))
-    environment = Env(host, tools)
+    environment = facts_env(tmpdir, monkeypatch)
+    environment.host.symlink(NVME1_LINK, '../../nvme1n1')
     environment.with_tuned('virtual-guest', running=True)
     environment.with_thp()
     environment.with_os('el8')

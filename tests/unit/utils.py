@@ -3,16 +3,27 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Helpers for unit tests of modules (plugins/modules/*.py).
+"""Helpers for unit tests of modules (plugins/modules/*.py): running a module's ``main()``.
 
 Runs on every interpreter the tests run on: Python 2.7 and 3.6 (``make compat``, with
 ansible-core 2.16's module_utils) and Python 3.11 with ansible-core 2.16 and 2.19
 (``make unit``). So: no f-strings, no annotations, no keyword-only arguments.
 
-Typical use (the ``module_exit`` fixture is registered by tests/unit/conftest.py)::
+Module tests build an :class:`Env` (fakehost.FakeHost + fakehost.FakeTools, attached with
+``monkeypatch``) and call :meth:`Env.run`/:meth:`Env.fail`; for a one-off run without a fake
+host, ``run_module`` does. Typical use (``module_exit`` is registered by tests/unit/conftest.py)::
+
+    @pytest.fixture
+    def env(tmpdir, monkeypatch, module_exit):
+        host = nitro_host(tmpdir.join('root'))
+        return Env(read_ahead, host, nitro_tools(host, str(tmpdir.join('bin')))).attach(monkeypatch)
+
+    def test_check_mode(env):
+        result = env.run({'paths': ['/'], 'read_ahead_kb': 32}, check=True)
+        assert result['changed'] is True and env.tools.mutations() == []
 
     from ansible_collections.aemops.os_tuning.plugins.modules import read_ahead
-    from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.utils import (
+    from ansible_collections.aemops.os_tuning.tests.unit.utils import (
         AnsibleExitJson, AnsibleFailJson, run_module, set_module_args)
 
     def test_check_mode(module_exit):
@@ -39,7 +50,6 @@ __metaclass__ = type
 
 import contextlib
 import json
-import unittest
 
 import pytest
 
@@ -162,11 +172,59 @@ def run_module(main, args=None, failed=False):
     raise AssertionError('module returned without calling exit_json or fail_json')
 
 
-class ModuleTestCase(unittest.TestCase):
-    """unittest base class: exit_json/fail_json raise AnsibleExitJson/AnsibleFailJson in every test."""
+class Env(object):
+    """A module's ``main()`` run against a fake host (fakehost.FakeHost) and its tools (fakehost.FakeTools).
 
-    def setUp(self):
-        super(ModuleTestCase, self).setUp()
-        self._exit_fail = patch_exit_fail()
-        self._exit_fail.__enter__()
-        self.addCleanup(self._exit_fail.__exit__, None, None, None)
+    :meth:`attach` points the module's ``ROOT`` at the host's tree and ``AnsibleModule``'s
+    ``get_bin_path``, ``run_command`` and ``warn`` at the tools and at :attr:`warnings`; then
+    :meth:`run` expects ``exit_json`` and :meth:`fail` ``fail_json``, each returning the result.
+    Test files subclass it only for their own host layouts and state readers.
+    """
+
+    def __init__(self, module, host, tools):
+        self.module = module
+        self.host = host
+        self.tools = tools
+        self.warnings = []
+        self.result = None
+
+    @property
+    def root(self):
+        return self.host.root
+
+    def attach(self, monkeypatch):
+        env = self
+        monkeypatch.setattr(self.module, 'ROOT', self.host.root)
+        monkeypatch.setattr(basic.AnsibleModule, 'get_bin_path',
+                            lambda module, arg, required=False, opt_dirs=None: env.tools.get_bin_path(module, arg, required))
+        monkeypatch.setattr(basic.AnsibleModule, 'run_command',
+                            lambda module, args, check_rc=False, **kw: env.tools.run_command(module, args, check_rc, **kw))
+        monkeypatch.setattr(basic.AnsibleModule, 'warn', lambda module, msg: env.warnings.append(msg))
+        return self
+
+    def _call(self, args, check, diff):
+        args = dict(args or {})
+        if check:
+            args['_ansible_check_mode'] = True
+        if diff:
+            args['_ansible_diff'] = True
+        del self.warnings[:]
+        with set_module_args(args):
+            self.module.main()
+
+    def run(self, args=None, check=False, diff=False):
+        """Run the module, expecting exit_json; return (and keep in :attr:`result`) what it reported."""
+        with pytest.raises(AnsibleExitJson) as info:
+            self._call(args, check, diff)
+        self.result = info.value.result
+        return self.result
+
+    def fail(self, args=None, check=False):
+        """Run the module, expecting fail_json; return what it reported."""
+        with pytest.raises(AnsibleFailJson) as info:
+            self._call(args, check, False)
+        self.result = info.value.result
+        return self.result
+
+    def ran(self, tool, *words):
+        return self.tools.ran(tool, *words)
