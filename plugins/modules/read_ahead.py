@@ -115,13 +115,8 @@ notes:
   - tuned with C(throughput-performance) or C(virtual-guest) raises read-ahead to 4096 KiB on
     NVMe (tuned 2.18 and later) and other disks when it starts. This module reports that as a
     conflict unless O(tuned_override) makes tuned agree, which it does by default.
-attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
-    support: full
+extends_documentation_fragment:
+  - aemops.os_tuning.attributes
 seealso:
   - name: Kernel queue sysfs documentation
     description: C(read_ahead_kb) is the maximum number of kilobytes to read ahead for filesystems on the device.

@@ -71,13 +71,8 @@ notes:
   - With direct kernel boot or no boot loader installed, the command line is reported as not managed instead of
     failing.
   - Runs on the target's Python 2.7 (RHEL 7), 3.6 (RHEL 8 platform-python) and newer.
-attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
-    support: full
+extends_documentation_fragment:
+  - aemops.os_tuning.attributes
 '''
 
 EXAMPLES = r'''
