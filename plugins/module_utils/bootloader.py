@@ -1258,6 +1258,7 @@ def _plan_grubby(root, facts, key, value, run, result):
     _plan_grub_default(root, key, value, result, required=False, tool_name='grub2-mkconfig')
     _grubby_grub_default(root, model, runs, no_etc, after, result)
 
+
 def _grubby_grub_default(root, model, runs, no_etc, after, result):
     """/etc/default/grub written after grubby where grubby rewrites it too."""
     grub_default = read_grub_default(root)
@@ -1351,6 +1352,7 @@ def _grubby_kernel_cmdline(facts, model, bls, env, after, cmdline, runs, key, va
             'running command line, which lacks %s until the next reboot. Reboot before installing '
             'a kernel, or create %s with the full command line.' % (KERNEL_CMDLINE, format_arg(key, value),
                                                                     KERNEL_CMDLINE))
+
 
 def plan(root, facts, key, value, run):
     """What to change so that ``key=value`` (``value`` None: no ``key``) persists across reboots.

@@ -534,6 +534,7 @@ def _acquire(lock_path, path, timeout, poll, required, created):
                             % (timeout, path, lock_path, holder or 'another process'))
         return fd
 
+
 def _makedirs(directory):
     """Create ``directory`` and its missing parents (0700); return the ones created, outermost first."""
     missing = []

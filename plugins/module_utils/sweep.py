@@ -720,6 +720,7 @@ def random_phase(hooks, fd, size_bytes, make_records, readers, duration, deadlin
         os.close(phase_fd)
     return _random_figures(hooks, lat, rounds, asked_bytes, cached, concurrent, (before, after), (elapsed, settled))
 
+
 def _random_figures(hooks, lat, rounds, asked_bytes, cached, concurrent, stats, times):
     """The figures of :func:`random_phase` from what it measured."""
     before, after = stats

@@ -92,8 +92,8 @@ def test_plan_changes_nothing_and_apply_does_not_change_the_plan(host):
     assert tree_checksum(host.root) == before
     assert plan['changed'] is True
     assert plan['runtime_changes'] == ['enabled', 'defrag']
-    assert plan['runtime']['enabled'] == {'before': 'always', 'after': 'never', 'offered': ['always', 'madvise',
-                                                                                           'never']}
+    offered = ['always', 'madvise', 'never']
+    assert plan['runtime']['enabled'] == {'before': 'always', 'after': 'never', 'offered': offered}
     assert plan['new_baseline_text'] is not None and plan['baseline_changed'] is True
     frozen = copy.deepcopy(plan)
     result = thp_plan.apply(plan, no_command, write_host)
