@@ -57,6 +57,37 @@ class NoSuchDeviceError(BlockDeviceError):
     """The device or path does not exist."""
 
 
+class HostSnapshot(str):
+    """A ``root`` for one run that reads the udev database, mountinfo and stable identities once.
+
+    Every function here takes it where it takes ``root`` (it is the root path). udev_db,
+    mounts and stable_id_report remember what they read through it, so that the steps of a
+    run (resolving, planning, conflicts, the tuned profile) see one state of the host and do
+    not read it again. Values a run changes (read_ahead_kb) are read from sysfs every time.
+    """
+
+    def __new__(cls, root):
+        self = str.__new__(cls, root)
+        self.memo = {}
+        return self
+
+
+def _once(root, key, read):
+    """``read()``, remembered in ``root`` when it is a HostSnapshot."""
+    memo = getattr(root, 'memo', None)
+    if memo is None:
+        return read()
+    if key not in memo:
+        memo[key] = read()
+    return memo[key]
+
+
+def device_path(root, name):
+    """The device path the modules report: ``/dev/mapper/<name>`` for a named dm device, else ``/dev/<name>``."""
+    dm = dm_info(root, name)
+    return '/dev/mapper/%s' % dm['name'] if dm is not None and dm['name'] else '/dev/%s' % name
+
+
 def _sys(root, *parts):
     return root_path(root, os.path.join('/sys', *parts))
 
@@ -171,6 +202,11 @@ def dm_info(root, name):
 
 def udev_db(root, name):
     """Properties (``E:``) and symlinks (``S:``) of a device from the udev database."""
+    props, links = _once(root, ('udev_db', name), lambda: _read_udev_db(root, name))
+    return dict(props), list(links)
+
+
+def _read_udev_db(root, name):
     props, links = {}, []
     mm = majmin(root, name)
     text = read_text(root_path(root, '/run/udev/data/b%s' % mm)) if mm else None
@@ -301,6 +337,11 @@ def stable_id_candidates(root, name):
 
 def stable_id_report(root, name):
     """(the first usable identity or None, [reasons the others were refused])."""
+    ident, reasons = _once(root, ('stable_id', name), lambda: _stable_id_report(root, name))
+    return (dict(ident) if ident is not None else None), list(reasons)
+
+
+def _stable_id_report(root, name):
     reasons = []
     for ident, problem in stable_id_candidates(root, name):
         if problem is None:
@@ -417,6 +458,10 @@ def _unescape_mount(field):
 
 def mounts(root):
     """Parsed /proc/self/mountinfo entries, in mount order."""
+    return [dict(e) for e in _once(root, 'mountinfo', lambda: _read_mounts(root))]
+
+
+def _read_mounts(root):
     entries = []
     text = read_text(root_path(root, '/proc/self/mountinfo')) or ''
     for line in text.splitlines():

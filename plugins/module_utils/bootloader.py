@@ -622,73 +622,86 @@ def detect(root, which):
         'reason': '', 'error': None,
     }
     release_name = '%s %s' % (os_id or 'unknown', version_id or '(no VERSION_ID)')
-
-    def exists(path):
-        return os.path.exists(root_path(root, path))
-
     if family.startswith('el'):
-        grub2_cfg = '/boot/grub2/grub.cfg'
-        # RHEL 9's EFI grub.cfg is a stub that loads /boot/grub2/grub.cfg; RHEL 7's and 8's is real.
-        target = _efi_grub_cfg(root, os_id) if efi and family != 'el9' else grub2_cfg
-        cfg_text = read_text(root_path(root, target))
-        enabled = _blscfg_enabled(read_grub_default(root))
-        facts['bls_enabled'] = enabled
-        reads_bls = _cfg_loads_bls(cfg_text)
-        if bls and ((cfg_text is not None and reads_bls and enabled is not False)
-                    or (cfg_text is None and enabled)):
-            facts['grub_cfg'] = target if cfg_text is not None else None
-            facts['method'] = 'grubby'
-            extra = {'el8': ', the grubenv kernelopts (new kernels)',
-                     'el9': ', /etc/kernel/cmdline (new kernels)'}.get(family, '')
-            facts['reason'] = ('%s with BLS entries in %s that GRUB reads (%s): grubby --update-kernel=ALL%s '
-                               'and GRUB_CMDLINE_LINUX in %s'
-                               % (release_name, BLS_DIR, 'blscfg in %s' % target if cfg_text is not None
-                                  else 'GRUB_ENABLE_BLSCFG=true', extra, GRUB_DEFAULT))
-            if not tools['grubby']:
-                facts['reason'] += '; grubby is not installed (package grubby)'
-            return facts
-        if bls and cfg_text is not None and not reads_bls and enabled:
-            facts['reason'] = ('%s has GRUB_ENABLE_BLSCFG=true, but %s has no blscfg: GRUB boots the menu '
-                               'entries of %s, not the BLS entries in %s' % (GRUB_DEFAULT, target, target, BLS_DIR))
-            facts['error'] = (
-                '%s. grub.cfg was not regenerated after BLS was switched on, so neither grubby nor '
-                'grub2-mkconfig alone would reach the kernel. Regenerate it (grub2-mkconfig -o %s) to boot the BLS '
-                'entries, or set GRUB_ENABLE_BLSCFG=false in %s to keep the menu, then run again.'
-                % (facts['reason'], target, GRUB_DEFAULT))
-            facts['method'] = 'grub2-mkconfig'
-            facts['grub_cfg'] = target
-            return facts
-        usable = cfg_text is not None or (efi and os.path.isdir(os.path.dirname(root_path(root, target))))
-        if not usable:
-            facts['reason'] = ('the boot loader is not managed here: no %s (%s boot; direct kernel '
-                               'boot or another boot loader?)' % (target, 'UEFI' if efi else 'BIOS'))
-            return facts
-        facts['grub_cfg'] = target
-        facts['method'] = 'grub2-mkconfig'
-        if bls:
-            why = ('its BLS entries are not read: %s has no blscfg' % target if not reads_bls else
-                   'GRUB_ENABLE_BLSCFG=false, so %s is regenerated as a menu without the BLS entries' % target)
-            facts['reason'] = ('%s with %s: GRUB_CMDLINE_LINUX in %s, then grub2-mkconfig -o %s (%s)'
-                               % (release_name, why, GRUB_DEFAULT, target, 'UEFI' if efi else 'BIOS'))
-        else:
-            facts['reason'] = ('%s without BLS entries: GRUB_CMDLINE_LINUX in %s, then grub2-mkconfig '
-                               '-o %s (%s)' % (release_name, GRUB_DEFAULT, target, 'UEFI' if efi else 'BIOS'))
-        return facts
+        return _detect_el(root, facts, release_name)
     if family == 'debian':
-        target = '/boot/grub/grub.cfg'
-        if not exists(target):
-            facts['reason'] = ('the boot loader is not managed here: no %s (direct kernel boot?)' % target)
-        elif not tools['update_grub']:
-            facts['reason'] = ('the boot loader is not managed here: %s exists but update-grub was not '
-                               'found (install grub2-common with grub-pc or grub-efi)' % target)
-        else:
-            facts['grub_cfg'] = target
-            facts['method'] = 'update-grub'
-            facts['reason'] = ('%s: GRUB_CMDLINE_LINUX in %s, then update-grub (writes %s)'
-                               % (release_name, GRUB_DEFAULT, target))
-        return facts
+        return _detect_debian(root, facts, release_name)
     facts['reason'] = ('release %s is not supported: the boot loader is not managed here '
                        '(supported: RHEL 7/8/9 and rebuilds, Debian, Ubuntu)' % release_name)
+    return facts
+
+
+def _detect_el(root, facts, release_name):
+    """:func:`detect` on RHEL and rebuilds: grubby where GRUB reads the BLS entries, else grub2-mkconfig."""
+    family, efi, bls = facts['family'], facts['efi'], facts['bls']
+    grub2_cfg = '/boot/grub2/grub.cfg'
+    # RHEL 9's EFI grub.cfg is a stub that loads /boot/grub2/grub.cfg; RHEL 7's and 8's is real.
+    target = _efi_grub_cfg(root, facts['os_id']) if efi and family != 'el9' else grub2_cfg
+    cfg_text = read_text(root_path(root, target))
+    enabled = _blscfg_enabled(read_grub_default(root))
+    facts['bls_enabled'] = enabled
+    reads_bls = _cfg_loads_bls(cfg_text)
+    if bls and ((cfg_text is not None and reads_bls and enabled is not False)
+                or (cfg_text is None and enabled)):
+        facts['grub_cfg'] = target if cfg_text is not None else None
+        facts['method'] = 'grubby'
+        extra = {'el8': ', the grubenv kernelopts (new kernels)',
+                 'el9': ', /etc/kernel/cmdline (new kernels)'}.get(family, '')
+        facts['reason'] = ('%s with BLS entries in %s that GRUB reads (%s): grubby --update-kernel=ALL%s '
+                           'and GRUB_CMDLINE_LINUX in %s'
+                           % (release_name, BLS_DIR, 'blscfg in %s' % target if cfg_text is not None
+                              else 'GRUB_ENABLE_BLSCFG=true', extra, GRUB_DEFAULT))
+        if not facts['tools']['grubby']:
+            facts['reason'] += '; grubby is not installed (package grubby)'
+        return facts
+    if bls and cfg_text is not None and not reads_bls and enabled:
+        facts['reason'] = ('%s has GRUB_ENABLE_BLSCFG=true, but %s has no blscfg: GRUB boots the menu '
+                           'entries of %s, not the BLS entries in %s' % (GRUB_DEFAULT, target, target, BLS_DIR))
+        facts['error'] = (
+            '%s. grub.cfg was not regenerated after BLS was switched on, so neither grubby nor '
+            'grub2-mkconfig alone would reach the kernel. Regenerate it (grub2-mkconfig -o %s) to boot the BLS '
+            'entries, or set GRUB_ENABLE_BLSCFG=false in %s to keep the menu, then run again.'
+            % (facts['reason'], target, GRUB_DEFAULT))
+        facts['method'] = 'grub2-mkconfig'
+        facts['grub_cfg'] = target
+        return facts
+    return _detect_el_mkconfig(root, facts, release_name, target, cfg_text, reads_bls)
+
+
+def _detect_el_mkconfig(root, facts, release_name, target, cfg_text, reads_bls):
+    """:func:`detect` on RHEL without BLS entries GRUB reads: grub2-mkconfig, or none without a grub.cfg."""
+    efi = facts['efi']
+    usable = cfg_text is not None or (efi and os.path.isdir(os.path.dirname(root_path(root, target))))
+    if not usable:
+        facts['reason'] = ('the boot loader is not managed here: no %s (%s boot; direct kernel '
+                           'boot or another boot loader?)' % (target, 'UEFI' if efi else 'BIOS'))
+        return facts
+    facts['grub_cfg'] = target
+    facts['method'] = 'grub2-mkconfig'
+    if facts['bls']:
+        why = ('its BLS entries are not read: %s has no blscfg' % target if not reads_bls else
+               'GRUB_ENABLE_BLSCFG=false, so %s is regenerated as a menu without the BLS entries' % target)
+        facts['reason'] = ('%s with %s: GRUB_CMDLINE_LINUX in %s, then grub2-mkconfig -o %s (%s)'
+                           % (release_name, why, GRUB_DEFAULT, target, 'UEFI' if efi else 'BIOS'))
+    else:
+        facts['reason'] = ('%s without BLS entries: GRUB_CMDLINE_LINUX in %s, then grub2-mkconfig '
+                           '-o %s (%s)' % (release_name, GRUB_DEFAULT, target, 'UEFI' if efi else 'BIOS'))
+    return facts
+
+
+def _detect_debian(root, facts, release_name):
+    """:func:`detect` on Debian and Ubuntu: update-grub."""
+    target = '/boot/grub/grub.cfg'
+    if not os.path.exists(root_path(root, target)):
+        facts['reason'] = ('the boot loader is not managed here: no %s (direct kernel boot?)' % target)
+    elif not facts['tools']['update_grub']:
+        facts['reason'] = ('the boot loader is not managed here: %s exists but update-grub was not '
+                           'found (install grub2-common with grub-pc or grub-efi)' % target)
+    else:
+        facts['grub_cfg'] = target
+        facts['method'] = 'update-grub'
+        facts['reason'] = ('%s: GRUB_CMDLINE_LINUX in %s, then update-grub (writes %s)'
+                           % (release_name, GRUB_DEFAULT, target))
     return facts
 
 
@@ -1216,26 +1229,7 @@ def _plan_grubby(root, facts, key, value, run, result):
             'the grubby package version %s is not one this module models (rpm -q grubby); it plans as for '
             'the newest %s grubby and rewrites /etc/default/grub and /etc/kernel/cmdline after grubby runs.'
             % (version or '(unknown)', facts['family']))
-    spellings, needs_update = [], False
-    own_env = dict((name, env[name]) for name in ('kernelopts',) if name in env)
-    for entry in entries:
-        label = entry['label']
-        expanded = entry['expanded']
-        foreign = _foreign_vars(label, entry['refs'], key, value)
-        if foreign and value is not None:
-            raise BootloaderError(foreign[0] + ' Then run again.')
-        if foreign:
-            # Removing: what tuned sets is not ours to remove; plan from the entry's own args.
-            result['warnings'].extend(foreign)
-            expanded = (grub_expand(entry['options'], own_env) if entry['path']
-                        else _expand(entry['options'], own_env))[0]
-        for name in _names(expanded, key):
-            if name not in spellings:
-                spellings.append(name)
-        # Only the effective value counts: a duplicate with the same value is left alone, or no
-        # run would converge.
-        if get_arg(expanded, key) != value:
-            needs_update = True
+    spellings, needs_update = _grubby_spellings(entries, env, key, value, result)
     other_spellings = [name for name in spellings if name != key]
     remove, add = [], []
     if value is None and spellings:
@@ -1259,8 +1253,56 @@ def _plan_grubby(root, facts, key, value, run, result):
     state = {'entries': bls, 'env': env, 'grub_default': read_grub_default(root), 'kernel_cmdline': cmdline,
              'no_etc': no_etc}
     after = grubby_predict(model, state, remove, add) if runs else dict(state, kernelopts=None)
+    _grubby_entries_after(facts, entries, bls, env, after, key, value, result)
+    _grubby_kernel_cmdline(facts, model, bls, env, after, cmdline, runs, key, value, result)
+    _plan_grub_default(root, key, value, result, required=False, tool_name='grub2-mkconfig')
+    _grubby_grub_default(root, model, runs, no_etc, after, result)
 
-    # The entry files grubby rewrites, and what GRUB boots each kernel with afterwards.
+
+def _grubby_grub_default(root, model, runs, no_etc, after, result):
+    """/etc/default/grub written after grubby where grubby rewrites it too."""
+    grub_default = read_grub_default(root)
+    if runs and not no_etc and model['etc_default_grub'] and grub_default is not None:
+        # Without --no-etc-grub-update grubby rewrites the file too: write this module's text after it.
+        wanted = grub_default
+        for change in result['files']:
+            if change['path'] == GRUB_DEFAULT:
+                wanted = change['after']
+                change['after_commands'] = True
+                break
+        else:
+            if after['grub_default'] != grub_default:
+                result['files'].append({'path': GRUB_DEFAULT, 'before': grub_default, 'after': wanted,
+                                        'after_commands': True})
+
+
+def _grubby_spellings(entries, env, key, value, result):
+    """(spellings of ``key`` in the entries, whether an entry does not boot with ``value``)."""
+    spellings, needs_update = [], False
+    own_env = dict((name, env[name]) for name in ('kernelopts',) if name in env)
+    for entry in entries:
+        label = entry['label']
+        expanded = entry['expanded']
+        foreign = _foreign_vars(label, entry['refs'], key, value)
+        if foreign and value is not None:
+            raise BootloaderError(foreign[0] + ' Then run again.')
+        if foreign:
+            # Removing: what tuned sets is not ours to remove; plan from the entry's own args.
+            result['warnings'].extend(foreign)
+            expanded = (grub_expand(entry['options'], own_env) if entry['path']
+                        else _expand(entry['options'], own_env))[0]
+        for name in _names(expanded, key):
+            if name not in spellings:
+                spellings.append(name)
+        # Only the effective value counts: a duplicate with the same value is left alone, or no
+        # run would converge.
+        if get_arg(expanded, key) != value:
+            needs_update = True
+    return spellings, needs_update
+
+
+def _grubby_entries_after(facts, entries, bls, env, after, key, value, result):
+    """The entry files grubby rewrites, what GRUB boots each kernel with afterwards, and grubenv kernelopts."""
     new_texts = dict(after['entries'])
     env_after = dict(env)
     wanted_kernelopts = set_arg(env['kernelopts'], key, value) if 'kernelopts' in env else None
@@ -1288,6 +1330,9 @@ def _plan_grubby(root, facts, key, value, run, result):
             result['args_before']['kernelopts'] = split_args(env['kernelopts'])
             result['args_after']['kernelopts'] = split_args(wanted_kernelopts)
 
+
+def _grubby_kernel_cmdline(facts, model, bls, env, after, cmdline, runs, key, value, result):
+    """/etc/kernel/cmdline set to this module's exact text (after grubby, which may rewrite it)."""
     base = cmdline
     if base is None and model['kernel_cmdline'] and (runs or value is not None) and bls:
         # grubby creates it from the oldest entry; this module writes the same when grubby does not run.
@@ -1307,20 +1352,6 @@ def _plan_grubby(root, facts, key, value, run, result):
             'running command line, which lacks %s until the next reboot. Reboot before installing '
             'a kernel, or create %s with the full command line.' % (KERNEL_CMDLINE, format_arg(key, value),
                                                                     KERNEL_CMDLINE))
-    _plan_grub_default(root, key, value, result, required=False, tool_name='grub2-mkconfig')
-    grub_default = read_grub_default(root)
-    if runs and not no_etc and model['etc_default_grub'] and grub_default is not None:
-        # Without --no-etc-grub-update grubby rewrites the file too: write this module's text after it.
-        wanted = grub_default
-        for change in result['files']:
-            if change['path'] == GRUB_DEFAULT:
-                wanted = change['after']
-                change['after_commands'] = True
-                break
-        else:
-            if after['grub_default'] != grub_default:
-                result['files'].append({'path': GRUB_DEFAULT, 'before': grub_default, 'after': wanted,
-                                        'after_commands': True})
 
 
 def plan(root, facts, key, value, run):

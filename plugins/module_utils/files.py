@@ -468,9 +468,37 @@ def locked(path, root='/', timeout=None, poll=0.05, required=True):
         finally:
             entry[1] -= 1
         return
+    created = []  # directories this run made (deepest last), removed again when empty
+    fd = _acquire(lock_path, path, timeout, poll, required, created)
+    if fd is None:
+        yield None
+        return
+    os.ftruncate(fd, 0)
+    os.write(fd, ('pid %d\n' % os.getpid()).encode('ascii'))
+    _held[lock_path] = [fd, 1]
+    try:
+        yield lock_path
+    finally:
+        del _held[lock_path]
+        try:
+            os.unlink(lock_path)  # nothing is left behind; waiters see the new inode and retry
+        except OSError:
+            pass
+        os.close(fd)  # closing the descriptor releases the flock
+        for made in reversed(created):
+            try:
+                os.rmdir(made)
+            except OSError:
+                break  # another run's lock file is in it
+
+
+def _acquire(lock_path, path, timeout, poll, required, created):
+    """The descriptor of ``lock_path`` holding its flock, or None when it cannot be created and is not required.
+
+    Appends the directories it makes to ``created``.
+    """
     directory = os.path.dirname(lock_path)
     deadline = time.time() + max(0, timeout)
-    created = []  # directories this run made (deepest last), removed again when empty
     attempts = 0
     while True:
         attempts += 1
@@ -481,8 +509,7 @@ def locked(path, root='/', timeout=None, poll=0.05, required=True):
             if e.errno == errno.ENOENT and attempts < 100:
                 continue  # another run removed the empty directory just now
             if not required:
-                yield None
-                return
+                return None
             raise LockCreateError('cannot create the lock file %s for %s: %s.' % (lock_path, path, describe_os_error(e)))
         try:
             got = _wait_flock(fd, deadline, poll)
@@ -505,24 +532,7 @@ def locked(path, root='/', timeout=None, poll=0.05, required=True):
             raise FileError('timed out after %s s waiting for the lock on %s (lock file %s, held by %s). Another '
                             'run of aemops.os_tuning is changing this file: let it finish and run again.'
                             % (timeout, path, lock_path, holder or 'another process'))
-        break
-    os.ftruncate(fd, 0)
-    os.write(fd, ('pid %d\n' % os.getpid()).encode('ascii'))
-    _held[lock_path] = [fd, 1]
-    try:
-        yield lock_path
-    finally:
-        del _held[lock_path]
-        try:
-            os.unlink(lock_path)  # nothing is left behind; waiters see the new inode and retry
-        except OSError:
-            pass
-        os.close(fd)  # closing the descriptor releases the flock
-        for made in reversed(created):
-            try:
-                os.rmdir(made)
-            except OSError:
-                break  # another run's lock file is in it
+        return fd
 
 
 def _makedirs(directory):

@@ -718,6 +718,13 @@ def random_phase(hooks, fd, size_bytes, make_records, readers, duration, deadlin
         after, settled = probe.settle(hooks['stat'], clock, hooks['sleep'])
     finally:
         os.close(phase_fd)
+    return _random_figures(hooks, lat, rounds, asked_bytes, cached, concurrent, (before, after), (elapsed, settled))
+
+
+def _random_figures(hooks, lat, rounds, asked_bytes, cached, concurrent, stats, times):
+    """The figures of :func:`random_phase` from what it measured."""
+    before, after = stats
+    elapsed, settled = times
     reads = len(lat)
     delta = probe.read_delta(before, after)
     cache_bytes = cached * probe.PAGE_BYTES if cached is not None else None

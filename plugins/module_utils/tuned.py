@@ -675,7 +675,7 @@ def desired_active(parents):
     return [p for p in parents if p != CHILD_PROFILE] + [CHILD_PROFILE]
 
 
-def plan_child(root, owner, new_sections, version=None):
+def plan_child(root, owner, new_sections, version=None, state=None):
     """Plan our child profile after ``owner`` replaces its sections with ``new_sections``.
 
     Returns {path, before, after, parents, activate, restore, baseline, conflicts}: ``after``
@@ -688,8 +688,10 @@ def plan_child(root, owner, new_sections, version=None):
     ``update_current_profile_and_mode``: appends ``kernel_settings`` when it is missing and sets
     profile_mode manual): when it was appended after ours, ours moves back to the end; the role
     then finds its name present and changes nothing, so both converge.
+
+    ``state`` is :func:`child_state` when the caller has read it already.
     """
-    path, before, current, baseline, parents = child_state(root)
+    path, before, current, baseline, parents = state if state is not None else child_state(root)
     active = active_profiles(root)
     try:
         sections = replace_owned(current['sections'] if current else [], owner, new_sections)
@@ -752,22 +754,7 @@ def child_conflicts(chain, units, sections):
     our child merges later; the other when it merges after ours, like a post-loaded profile,
     or writes through another plugin, like [sysfs], whose result depends on plugin order).
     """
-    ours_vm = {}
-    ours_disk = set()
-    ours_sysfs = {}
-    for _owner, name, options in sections:
-        opts = dict(options)
-        if opts.get('type', name) == 'vm':
-            for k, v in options:
-                ours_vm[_VM_ALIASES.get(k, k)] = (name, v)
-        elif opts.get('type', name) == 'disk':
-            ours_disk.add(name)
-        elif opts.get('type', name) == 'sysfs':
-            for k, v in options:
-                if k != 'type' and _sysfs_topic(k):
-                    ours_sysfs[_sysfs_topic(k)] = v
-    ours_read_ahead = sorted(set(dict(o).get('readahead') for _w, n, o in sections
-                                 if n.startswith('aemops_read_ahead_') and dict(o).get('readahead')))
+    ours_vm, ours_disk, ours_sysfs, ours_read_ahead = _child_settings(sections)
     conflicts = []
     our_names = set(name for _owner, name, _options in sections)
     final = dict((u['name'], u) for u in units)
@@ -812,6 +799,27 @@ def child_conflicts(chain, units, sections):
                 conflicts.append(_conflict(profile['name'], section, 'readahead', opts['readahead'],
                                            ','.join(ours_read_ahead), winner, opts))
     return conflicts
+
+
+def _child_settings(sections):
+    """(vm options by canonical key: (section, value), disk section names, sysfs values by topic, read-ahead values)."""
+    ours_vm = {}
+    ours_disk = set()
+    ours_sysfs = {}
+    for _owner, name, options in sections:
+        opts = dict(options)
+        if opts.get('type', name) == 'vm':
+            for k, v in options:
+                ours_vm[_VM_ALIASES.get(k, k)] = (name, v)
+        elif opts.get('type', name) == 'disk':
+            ours_disk.add(name)
+        elif opts.get('type', name) == 'sysfs':
+            for k, v in options:
+                if k != 'type' and _sysfs_topic(k):
+                    ours_sysfs[_sysfs_topic(k)] = v
+    ours_read_ahead = sorted(set(dict(o).get('readahead') for _w, n, o in sections
+                                 if n.startswith('aemops_read_ahead_') and dict(o).get('readahead')))
+    return ours_vm, ours_disk, ours_sysfs, ours_read_ahead
 
 
 def _conflict(profile, section, option, value, ours, winner, opts):

@@ -103,12 +103,10 @@ notes:
   - Runs on the target's Python 2.7 (RHEL 7), 3.6 (RHEL 8 platform-python) and newer. On 2.7, which lacks
     C(os.posix_fadvise) and C(os.pread), it calls libc's C(posix_fadvise) through ctypes and reads with C(lseek)
     and C(read).
+extends_documentation_fragment:
+  - aemops.os_tuning.attributes
 attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
 seealso:
   - module: aemops.os_tuning.read_ahead

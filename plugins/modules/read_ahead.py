@@ -115,13 +115,8 @@ notes:
   - tuned with C(throughput-performance) or C(virtual-guest) raises read-ahead to 4096 KiB on
     NVMe (tuned 2.18 and later) and other disks when it starts. This module reports that as a
     conflict unless O(tuned_override) makes tuned agree, which it does by default.
-attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
-    support: full
+extends_documentation_fragment:
+  - aemops.os_tuning.attributes
 seealso:
   - name: Kernel queue sysfs documentation
     description: C(read_ahead_kb) is the maximum number of kilobytes to read ahead for filesystems on the device.
@@ -235,471 +230,49 @@ skipped_targets:
   elements: dict
 '''
 
-import os
-import re
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files, tuned, udev_rules
+from ansible_collections.aemops.os_tuning.plugins.module_utils import files, read_ahead_plan, tuned, udev_rules
 
 ROOT = '/'
 MAX_READ_AHEAD_KB = udev_rules.MAX_READ_AHEAD_KB
 
 
-class Plan(object):
-    """Resolved targets: an ordered map of governing device name to its entry."""
-
-    def __init__(self):
-        self.order = []
-        self.entries = {}
-        self.skipped = []
-
-    def add(self, name, target):
-        if name not in self.entries:
-            self.order.append(name)
-            self.entries[name] = {'targets': []}
-        if target not in self.entries[name]['targets']:
-            self.entries[name]['targets'].append(target)
-
-
-def strict_kb(value):
-    """read_ahead_kb as an int: an int (not a bool) or a string of ASCII digits; ValueError otherwise.
-
-    Ansible's int type takes False as 0 and, on Python 3, any Unicode digits ('٣٢' as 32).
-    """
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise ValueError('read_ahead_kb: unable to convert to int: %r is a boolean, not a number of KiB.' % value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    text = value if isinstance(value, str) else None
-    if text is None:
-        try:
-            text = value.encode('utf-8') if not isinstance(value, bytes) else value  # Python 2 unicode
-            text = text.decode('ascii') if str is not bytes else text
-        except (AttributeError, UnicodeError):
-            text = None
-    if text is not None and re.match(r'^-?[0-9]+\Z', text.strip()):
-        return int(text.strip())
-    raise ValueError('read_ahead_kb: unable to convert to int: %r is not a whole number of KiB written in ASCII '
-                     'digits (for example 32).' % (value,))
-
-
-def validate(module):
-    p = module.params
-    try:
-        p['read_ahead_kb'] = kb = strict_kb(p['read_ahead_kb'])
-    except ValueError as e:
-        module.fail_json(msg=str(e))
-    try:
-        files.check_path_form(p['rules_file'], 'rules_file')
-    except files.FileError as e:
-        module.fail_json(msg=str(e))
-    if not p['rules_file'].endswith('.rules'):
-        module.warn('rules_file %s does not end in .rules: udev reads only *.rules files, so this rule will not '
-                    'apply at boot.' % p['rules_file'])
-    if p['state'] == 'present':
-        if kb is None:
-            module.fail_json(msg='read_ahead_kb is required with state=present, in KiB (for example 32).')
-        if kb < 0 or kb > MAX_READ_AHEAD_KB:
-            module.fail_json(msg='read_ahead_kb=%d is out of range: give KiB between 0 and %d (32 is the usual '
-                                 'value for AEM TarMK). Note blockdev --setra takes 512-byte sectors, not KiB.'
-                                 % (kb, MAX_READ_AHEAD_KB))
-        page_kb = max(1, os.sysconf('SC_PAGE_SIZE') // 1024) if hasattr(os, 'sysconf') else 4
-        if kb % page_kb:
-            module.fail_json(msg='read_ahead_kb=%d is not a multiple of the page size (%d KiB): the kernel keeps '
-                                 'read-ahead in pages and would store %d. Use a multiple of %d.'
-                                 % (kb, page_kb, kb - kb % page_kb, page_kb))
-    if not p['devices'] and not p['paths']:
-        module.fail_json(msg='nothing to tune: give devices= (kernel names or /dev paths) or paths= (filesystem paths).')
-    for spec in p['devices']:
-        if not spec or not spec.strip():
-            module.fail_json(msg='devices contains an empty entry; remove it.')
-    for path in p['paths']:
-        if not path or not path.startswith('/'):
-            module.fail_json(msg='paths entry %r is not an absolute path; give the full path, for example '
-                                 '/opt/aem/crx-quickstart/repository.' % path)
-
-
-def resolve(module, root):
-    """Resolve every target to its governing device; fail (having changed nothing) on errors."""
-    p = module.params
-    plan = Plan()
-    errors = []
-
-    def take(target, finder):
-        try:
-            name = finder()
-        except blockdev.BlockDeviceError as e:
-            if p['ignore_missing']:
-                plan.skipped.append({'target': target, 'reason': str(e)})
-                module.warn('skipping %s: %s' % (target, e))
-            else:
-                errors.append(str(e))
-            return
-        governing = blockdev.whole_disk(root, name)
-        plan.add(governing, target)
-        if p['underlying']:
-            for disk in blockdev.underlying_disks(root, governing):
-                plan.add(disk, target)
-
-    for spec in p['devices']:
-        take(spec, lambda spec=spec: blockdev.resolve_device(root, spec))
-    for path in p['paths']:
-        take(path, lambda path=path: blockdev.device_for_path(root, path)[0])
-    if errors:
-        module.fail_json(msg='; '.join(errors), changed=False)
-    return plan
-
-
-def tuned_context(module, root, planned_child=None):
-    """What tuned does to disks, from the active profiles or, when planned, from our child profile."""
-    profiles = tuned.active_profiles(root)
-    texts = None
-    if planned_child is not None:
-        profiles = tuned.desired_active(planned_child['parents'])
-        texts = {planned_child['path']: planned_child['after']}
-    if not profiles:
-        return None
-    version = tuned.installed_version(module.run_command, module.get_bin_path, root)[1]
-    try:
-        units = tuned.effective_units(root, profiles, version, texts)[0]
-    except tuned.TunedProfileError as e:
-        module.warn('cannot read the active tuned profile to check for conflicts: %s' % e)
-        return None
-    return {'profiles': profiles, 'units': units, 'version': version, 'running': tuned.daemon_running(root)}
-
-
-def tuned_groups(module, root, rules):
-    """{kb: [(udev property, value)]}: how tuned can select each device that has a rule."""
-    by_match = {}
-    for name in blockdev.whole_disks(root):
-        match = udev_rules.match_clause(blockdev.stable_id(root, name))
-        if match in rules:
-            by_match[match] = name
-    groups = {}
-    for match in sorted(rules):
-        name = by_match.get(match)
-        if name is None:
-            continue  # the device is not attached now; its rule stays for when it is
-        ident = blockdev.tuned_identity(root, name)
-        if ident is None:
-            module.warn('%s has no udev property that tuned can select it by (udev database missing?), so the '
-                        'tuned child profile cannot protect it; tuned may still change its read-ahead.' % name)
-            continue
-        groups.setdefault(rules[match], []).append(ident)
-    return groups
-
-
-def plan_tuned(module, root, rules):
-    """Plan the read_ahead sections of the tuned child profile, or None when tuned is not in use."""
-    if not module.params['tuned_override']:
-        return None
-    path = tuned.child_profile_path(root)
-    if not tuned.active_profiles(root) and files.read_text(files.root_path(root, path)) is None:
-        return None
-    try:
-        parents = tuned.child_state(root)[4]
-        version = tuned.installed_version(module.run_command, module.get_bin_path)[1]
-        sections = tuned.disk_sections(root, parents, tuned_groups(module, root, rules), version) if parents else []
-        return tuned.plan_child(root, 'read_ahead', sections, version)
-    except tuned.TunedProfileError as e:
-        module.fail_json(msg='cannot plan the tuned child profile: %s' % e)
-
-
-def device_conflicts(root, name, kind, kb, tuned_ctx, file_conflicts):
-    conflicts = []
-    if tuned_ctx is not None:
-        props = blockdev.udev_db(root, name)[0]
-        hit = tuned.read_ahead_for_device(tuned_ctx['units'], name, props)
-        if hit and hit['readahead'] and tuned.disk_plugin_covers(
-                kind, version=tuned_ctx['version'], parent_subsystem=tuned.device_parent_subsystem(root, name)):
-            setting = hit['readahead']
-            expected = tuned.expected_read_ahead(setting, kb)
-            if expected != kb:
-                conflicts.append({
-                    'source': 'tuned',
-                    'profile': hit['profile'],
-                    'active_profiles': tuned_ctx['profiles'],
-                    'instance': hit['instance'],
-                    'setting': setting['raw'],
-                    'running': tuned_ctx['running'],
-                    'effect': 'tuned sets read-ahead of %s to %d KiB when it starts or switches profile, and '
-                              '"tuned-adm verify" fails while it is %d' % (name, expected, kb),
-                })
-    conflicts.extend(file_conflicts)
-    return conflicts
-
-
-def lvm_state(module, root, name):
-    """{vg, lv, before} for an LV, or None. Uses lvs, which is read-only."""
-    vg, lv = blockdev.lvm_names(root, name)
-    if not vg or not lv:
-        return None
-    lvs = module.get_bin_path('lvs')
-    if not lvs:
-        module.warn('%s is an LVM volume but lvs is not installed; its LVM read-ahead is left alone.' % name)
-        return None
-    rc, out, err = module.run_command(blockdev.lvs_read_ahead_args(lvs, vg, lv))
-    if rc != 0:
-        module.fail_json(msg='lvs failed for %s/%s (%s): %s' % (vg, lv, name, err.strip() or out.strip()))
-    try:
-        before = blockdev.parse_lvs_read_ahead(out)
-    except blockdev.BlockDeviceError as e:
-        module.fail_json(msg=str(e))
-    return {'vg': vg, 'lv': lv, 'before': before, 'after': before}
-
-
-def lvchange(module, lvm, value):
-    """Store ``value`` as the LV's read-ahead in the VG metadata; an error message, or None."""
-    lvchange_bin = module.get_bin_path('lvchange')
-    if not lvchange_bin:
-        return 'lvchange is not installed; it is needed to store the read-ahead of %s/%s.' % (lvm['vg'], lvm['lv'])
-    rc, out, err = module.run_command(blockdev.lvchange_read_ahead_args(lvchange_bin, lvm['vg'], lvm['lv'], value))
-    if rc != 0:
-        return 'lvchange --readahead %s %s/%s failed: %s' % (value, lvm['vg'], lvm['lv'], err.strip() or out.strip())
-    lvm['after'] = value
-    return None
-
-
-class Applied(object):
-    """What a run has changed so far, so that a failure after the first change says so and undoes what it can.
-
-    The failure reports changed=true, lists every change made (``changes``) and what was rolled
-    back: the runtime read_ahead_kb and the LVM metadata value go back to their values from
-    before the run. A written rules file stays (it is consistent on its own) and is listed.
-    """
-
-    def __init__(self, module, root):
-        self.module = module
-        self.root = root
-        self.runtime = []  # (entry, before, after)
-        self.lvm = []  # (entry, before, after)
-        self.files = []
-
-    def lvchange(self, entry, value):
-        before = entry['lvm']['before']
-        error = lvchange(self.module, entry['lvm'], value)
-        if error:
-            self.fail(error)
-        self.lvm.append((entry, before, value))
-
-    def changes(self):
-        out = ['%s: read_ahead_kb %s -> %s' % (e['name'], b, a) for e, b, a in self.runtime]
-        out += ['%s/%s: LVM read-ahead %s -> %s' % (e['lvm']['vg'], e['lvm']['lv'], b, a) for e, b, a in self.lvm]
-        out += ['wrote %s' % path for path in self.files]
-        return out
-
-    def fail(self, msg):
-        changes = self.changes()
-        rolled_back, not_rolled_back = [], []
-        # LVM first: activation and lvchange may set the runtime value, which comes back last.
-        for entry, before, _after in reversed(self.lvm):
-            error = lvchange(self.module, entry['lvm'], before)
-            if error:
-                not_rolled_back.append(error)
-            else:
-                rolled_back.append('%s/%s: LVM read-ahead back to %s' % (entry['lvm']['vg'], entry['lvm']['lv'], before))
-        for entry, before, _after in reversed(self.runtime):
-            try:
-                blockdev.write_read_ahead_kb(self.root, entry['name'], before)
-                rolled_back.append('%s: read_ahead_kb back to %s' % (entry['name'], before))
-            except blockdev.BlockDeviceError as e:
-                not_rolled_back.append('%s: %s' % (entry['name'], e))
-        if changes:
-            msg = '%s (after these changes: %s; rolled back: %s)' % (
-                msg, '; '.join(changes), '; '.join(rolled_back) or 'nothing')
-        self.module.fail_json(msg=msg, changed=bool(changes), changes=changes, rolled_back=rolled_back,
-                              not_rolled_back=not_rolled_back)
-
-
-def udev_apply(module, root, names, rules_path):
-    """Reload udev rules and replay change events for ``names`` so the new rules take effect."""
-    udevadm = module.get_bin_path('udevadm')
-    if not udevadm:
-        module.warn('udevadm not found: %s takes effect at the next boot.' % rules_path)
-        return
-    if not os.path.exists(files.root_path(root, '/run/udev/control')):
-        return  # udevd is not running (a chroot, a container, a minimal host): it reads the file when it starts.
-    module.run_command([udevadm, 'control', '--reload'], check_rc=True)
-    if not names:
-        return
-    cmd = [udevadm, 'trigger', '--action=change', '--subsystem-match=block']
-    for name in names:
-        cmd.append('--sysname-match=%s' % name)
-    module.run_command(cmd, check_rc=True)
-    module.run_command([udevadm, 'settle', '--timeout=30'])
-
-
 def run(module, root):
     p = module.params
-    validate(module)
-    plan = resolve(module, root)
-    present = p['state'] == 'present'
-    kb = p['read_ahead_kb']
-    rules_path = p['rules_file']
-    rules_full = files.root_path(root, rules_path)
-
     try:
-        before_text = files.read_owned(rules_full, rules_path)
-        rules, baselines = udev_rules.parse(before_text, rules_path)
-    except (udev_rules.RulesFileError, files.FileError) as e:
+        p['read_ahead_kb'] = read_ahead_plan.strict_kb(p['read_ahead_kb'])
+    except ValueError as e:
         module.fail_json(msg=str(e))
-    new_rules, new_baselines = dict(rules), dict(baselines)
-
-    file_conflicts = [dict(c, source='udev rule') for c in udev_rules.competing_rules(root, rules_path)]
-    file_conflicts += [dict(c, source='rc.local') for c in udev_rules.rc_local_setra(root)]
-
-    results = []
-    runtime_changes = []  # (entry, value)
-    lvm_changes = []  # (entry, value)
-    for name in plan.order:
-        entry = plan.entries[name]
-        kind = blockdev.device_type(root, name)
-        before = blockdev.read_ahead_kb(root, name)
-        if before is None:
-            module.fail_json(msg='%s has no queue/read_ahead_kb in sysfs; it cannot be tuned.' % name)
-        sid, refused = blockdev.stable_id_report(root, name)
-        match = udev_rules.match_clause(sid)
-        entry.update({
-            'name': name,
-            'path': blockdev.describe(root, name)['path'],
-            'type': kind,
-            'stable_id': sid,
-            'mount_points': blockdev.mount_points(root, name),
-            'before_kb': before,
-            'after_kb': before,
-            'rule': None,
-            'conflicts': [],
-        })
-        lvm = lvm_state(module, root, name) if kind == 'lvm' else None
-        if lvm is not None:
-            entry['lvm'] = lvm
-        if present:
-            target = kb
-            if p['persist']:
-                if match is None:
-                    module.fail_json(msg='%s (%s) has no stable identity (no serial, WWN, DM UUID or MD UUID) to '
-                                         'match in a udev rule, and kernel names can change at boot.%s Give the disk '
-                                         'a serial (for a loop device: a backing file with a plain name), or set '
-                                         'persist=false to change only the running value.'
-                                         % (name, kind, (' Refused: %s.' % '; '.join(refused)) if refused else ''))
-                new_rules[match] = kb
-                entry['rule'] = udev_rules.render_rule(match, kb)
-                if match not in new_baselines:
-                    new_baselines[match] = {'match': match, 'device': name, 'read_ahead_kb': before,
-                                            'lvm_read_ahead': lvm['before'] if lvm else None}
-                if lvm is not None and lvm['before'] != blockdev.kb_to_sectors(kb):
-                    lvm_changes.append((entry, blockdev.kb_to_sectors(kb)))
-            elif match in rules and rules[match] != kb:
-                module.warn('%s: the persisted rule in %s sets %d KiB and will apply again at the next boot '
-                            '(persist=false changes only the running value).' % (name, rules_path, rules[match]))
-        else:
-            baseline = new_baselines.pop(match, None) if match else None
-            new_rules.pop(match, None)
-            target = baseline.get('read_ahead_kb') if baseline else None
-            if baseline is None:
-                module.warn('%s: no recorded original value in %s; its running read-ahead (%d KiB) is left as it '
-                            'is.' % (name, rules_path, before))
-            elif lvm is not None and baseline.get('lvm_read_ahead') is not None \
-                    and lvm['before'] != baseline['lvm_read_ahead']:
-                lvm_changes.append((entry, baseline['lvm_read_ahead']))
-        if target is not None and target != before:
-            runtime_changes.append((entry, target))
-        entry['planned_kb'] = target if target is not None else before
-        results.append(entry)
-
-    after_text = udev_rules.render(new_rules, new_baselines)
-    file_changed = after_text != before_text
-    tuned_plan = plan_tuned(module, root, new_rules) if (p['persist'] or not present) else None
-    tuned_changed = tuned.plan_changes(tuned_plan)
-    if present:
-        planned = tuned_plan if tuned_plan and tuned_plan['after'] else None
-        tuned_ctx = tuned_context(module, root, planned)
-        for entry in results:
-            entry['conflicts'] = device_conflicts(root, entry['name'], entry['type'], kb, tuned_ctx, file_conflicts)
-    changed = bool(runtime_changes or lvm_changes or file_changed or tuned_changed)
-
-    for entry, _value in runtime_changes:
-        try:
-            blockdev.check_writable(root, entry['name'])
-        except blockdev.BlockDeviceError as e:
-            module.fail_json(msg=str(e))
-    if file_changed:
-        try:
-            files.check_owned_target(rules_full, rules_path, check_only=module.check_mode)
-        except files.FileError as e:
-            module.fail_json(msg='cannot write the rules file: %s' % e)
-
-    diff = [files.diff_entry(rules_path, before_text, after_text)]
-    if tuned_plan:
-        diff.append(files.diff_entry(tuned_plan['path'], tuned_plan['before'], tuned_plan['after']))
-
-    if not module.check_mode:
-        applied = Applied(module, root)
-        for entry, value in lvm_changes:
-            applied.lvchange(entry, value)
-        for entry, value in runtime_changes:
-            try:
-                blockdev.write_read_ahead_kb(root, entry['name'], value)
-            except blockdev.BlockDeviceError as e:
-                applied.fail(str(e))
-            applied.runtime.append((entry, entry['before_kb'], value))
-        if file_changed:
-            try:
-                if after_text is None:
-                    files.remove_file(rules_full)
-                else:
-                    files.atomic_write(rules_full, after_text, 0o644, module=module)
-            except (IOError, OSError) as e:
-                applied.fail('writing the rules file %s failed: %s' % (rules_path, files.describe_os_error(e)))
-            applied.files.append(rules_path)
-            udev_apply(module, root, [e['name'] for e in results], rules_path)
-        if tuned_changed:
-            try:
-                tuned_plan['actions'] = tuned.apply_child(
-                    root, tuned_plan, module.run_command, module.get_bin_path('tuned-adm'), tuned.daemon_running(root),
-                    lambda path, text: files.atomic_write(path, text, 0o644, module=module), files.remove_owned_file)
-            except tuned.TunedProfileError as e:
-                applied.fail(str(e))
-        # udev, LVM or another agent may have acted on the change events: enforce and verify.
-        for entry in results:
-            value = entry['planned_kb']
-            actual = blockdev.read_ahead_kb(root, entry['name'])
-            if actual != value:
-                actual = blockdev.write_read_ahead_kb(root, entry['name'], value)
-                changed = True
-            if actual != value:
-                module.fail_json(msg='%s still reads %s KiB after writing %d: something else sets it (conflicts: %s).'
-                                     % (entry['name'], actual, value, entry['conflicts']), changed=True)
-            entry['after_kb'] = actual
-    else:
-        for entry in results:
-            entry['after_kb'] = entry['planned_kb']
-            if entry.get('lvm'):
-                for lvm_entry, value in lvm_changes:
-                    if lvm_entry is entry:
-                        entry['lvm']['after'] = value
-
-    for entry in results:
-        entry.pop('planned_kb', None)
-        for conflict in entry['conflicts']:
-            if conflict['source'] == 'tuned':
-                hint = ('' if module.params['tuned_override'] and module.params['persist'] else
-                        ' Set tuned_override=true (with persist=true) to make tuned agree.')
-                module.warn('%s: active tuned profile %s ([%s] readahead=%s from %s) will set it back to a different '
-                            'value at the next tuned start or profile switch.%s'
-                            % (entry['name'], ' '.join(conflict['active_profiles']), conflict['instance'],
-                               conflict['setting'], conflict['profile'], hint))
-
-    for warning in tuned.conflict_warnings(tuned_plan):
+    snap = read_ahead_plan.Snapshot(root, module.run_command, module.get_bin_path)
+    try:
+        kb, warnings = read_ahead_plan.validate(p)
+        plan = read_ahead_plan.plan(snap, p, module.check_mode, kb, warnings)
+    except read_ahead_plan.PlanError as e:
+        for warning in e.warnings:
+            module.warn(warning)
+        module.fail_json(msg=str(e), **e.extra)
+    for warning in plan['warnings']:
         module.warn(warning)
-    result = {'changed': changed, 'devices': results, 'rules_file': rules_path, 'skipped_targets': plan.skipped,
-              'tuned_profile': tuned.plan_summary(tuned_plan, tuned_changed)}
+    changed = plan['changed']
+    after_kb = None
+    tuned_actions = []
+    if not module.check_mode:
+        try:
+            applied = read_ahead_plan.apply(plan, module.run_command, module.get_bin_path,
+                                            lambda path, text: files.atomic_write(path, text, 0o644, module=module),
+                                            module.warn)
+        except read_ahead_plan.ApplyError as e:
+            module.fail_json(msg=str(e), **e.extra)
+        changed, after_kb, tuned_actions = applied['changed'], applied['after_kb'], applied['tuned_actions']
+    for warning in plan['final_warnings']:
+        module.warn(warning)
+    tuned_profile = tuned.plan_summary(plan['tuned_plan'], plan['tuned_changed'])
+    if tuned_profile is not None:
+        tuned_profile['actions'] = tuned_actions
+    result = {'changed': changed, 'devices': read_ahead_plan.device_results(plan, after_kb),
+              'rules_file': p['rules_file'], 'skipped_targets': plan['skipped'], 'tuned_profile': tuned_profile}
     if module._diff:
-        result['diff'] = diff
+        result['diff'] = read_ahead_plan.diff(plan)
     return result
 
 

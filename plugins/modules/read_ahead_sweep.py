@@ -146,12 +146,10 @@ notes:
     faults run concurrently. Where libc cannot be reached through ctypes the reads use Python's mmap and are
     serialised, and the module warns.
   - Runs on the target's Python 2.7 (RHEL 7), 3.6 (RHEL 8 platform-python) and newer.
+extends_documentation_fragment:
+  - aemops.os_tuning.attributes
 attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
 seealso:
   - module: aemops.os_tuning.io_probe

@@ -71,13 +71,8 @@ notes:
   - With direct kernel boot or no boot loader installed, the command line is reported as not managed instead of
     failing.
   - Runs on the target's Python 2.7 (RHEL 7), 3.6 (RHEL 8 platform-python) and newer.
-attributes:
-  check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
-    support: full
+extends_documentation_fragment:
+  - aemops.os_tuning.attributes
 '''
 
 EXAMPLES = r'''
@@ -137,244 +132,41 @@ baseline:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aemops.os_tuning.plugins.module_utils import bootloader, files, thp, tuned
+from ansible_collections.aemops.os_tuning.plugins.module_utils import files, thp, thp_plan, tuned
 
 ROOT = '/'
-KEY = 'transparent_hugepage'
-
-
-def resolve_persist(module, root, tuned_adm):
-    persist = module.params['persist']
-    have_tuned = bool(tuned_adm) and bool(tuned.active_profiles(root))
-    if persist is None:
-        return ['tuned', 'cmdline'] if have_tuned else ['cmdline']
-    bad = [p for p in persist if p not in ('tuned', 'cmdline')]
-    if bad:
-        module.fail_json(msg='persist has unknown entries %s: use tuned, cmdline, or an empty list for runtime only.'
-                             % ', '.join(bad))
-    if 'tuned' in persist and not have_tuned:
-        module.warn('persist includes tuned, but tuned is %s; THP is persisted on the kernel command line only. '
-                    'Install and start tuned (the aem_tuning role does so with aem_tuning_install_tuned) to use it.'
-                    % ('not installed' if not tuned_adm else 'without an active profile'))
-        persist = [p for p in persist if p != 'tuned']
-    return persist
-
-
-def read_baseline(module, root, state=None):
-    try:
-        text = files.read_owned(files.root_path(root, thp.BASELINE_FILE), thp.BASELINE_FILE)
-    except files.FileError as e:
-        module.fail_json(msg=str(e))
-    records, errors = files.parse_baselines(text)
-    if errors:
-        module.fail_json(msg='%s has damaged baseline records (%s); restore it from backup or delete it.'
-                             % (thp.BASELINE_FILE, '; '.join(errors)))
-    problems = thp.baseline_problems(records[0], state) if records else []
-    if problems:
-        module.fail_json(msg='%s has a baseline that cannot be restored: %s. Fix the record or delete the file (the '
-                             'recorded original values are then lost).' % (thp.BASELINE_FILE, '; '.join(problems)))
-    return text, (records[0] if records else None)
-
-
-def render_baseline(record):
-    lines = files.managed_header('thp module', 'THP values found before the first change, restored by '
-                                               'state=absent.')
-    lines.append(files.baseline_line(record))
-    return '\n'.join(lines) + '\n'
-
-
-def bootloader_plan(module, root, value):
-    facts = bootloader.detect(root, module.get_bin_path)
-    try:
-        plan = bootloader.plan(root, facts, KEY, value, module.run_command)
-    except bootloader.BootloaderError as e:
-        module.fail_json(msg='cannot plan the kernel command line: %s' % e)
-    for warning in plan.get('warnings', []):
-        module.warn(warning)
-    return facts, plan
-
-
-def apply_bootloader(module, root, plan):
-    """The plan's files, then its commands, then the files it writes after them (grubby also
-    rewrites /etc/kernel/cmdline, and without --no-etc-grub-update /etc/default/grub)."""
-    for change in plan['files']:
-        if not change.get('after_commands'):
-            files.atomic_write(files.root_path(root, change['path']), change['after'], 0o644, module=module)
-    for argv in plan['commands']:
-        rc, out, err = module.run_command(argv)
-        if rc != 0:
-            module.fail_json(msg='%s failed (rc %d): %s' % (' '.join(argv), rc, (err or out).strip()), changed=True)
-    for change in plan['files']:
-        if change.get('after_commands'):
-            files.atomic_write(files.root_path(root, change['path']), change['after'], 0o644, module=module)
+KEY = thp_plan.KEY
 
 
 def run(module, root):
-    p = module.params
-    present = p['state'] == 'present'
+    snap = thp_plan.Snapshot(root, module.run_command, module.get_bin_path)
     try:
-        state = thp.read_state(root)
-    except thp.ThpError as e:
+        plan = thp_plan.plan(snap, module.params)
+    except thp_plan.PlanError as e:
+        for warning in e.warnings:
+            module.warn(warning)
         module.fail_json(msg=str(e))
-    tuned_adm, version = tuned.installed_version(module.run_command, module.get_bin_path, root)
-    persist = resolve_persist(module, root, tuned_adm)
-    baseline_text, baseline = read_baseline(module, root, state)
-
-    enabled = p['enabled']
-    defrag = p['defrag'] or None
-    khugepaged = None
-    if p['khugepaged_defrag'] is not None and 'khugepaged/defrag' in state:
-        khugepaged = thp.khugepaged_value(state, p['khugepaged_defrag'])
-    try:
-        thp.check_offered(state, 'enabled', enabled)
-        if defrag is not None:
-            thp.check_offered(state, 'defrag', defrag)
-    except thp.ThpError as e:
-        module.fail_json(msg=str(e))
-
-    # What each attribute should become, and the command-line value to persist.
-    if present:
-        wanted = {'enabled': enabled, 'defrag': defrag, 'khugepaged/defrag': khugepaged}
-        cmdline_value = enabled
-    else:
-        wanted = dict((a, (baseline or {}).get(a)) for a in thp.ATTRS)
-        cmdline_value = (baseline or {}).get('cmdline')
-        if baseline is None:
-            module.warn('no recorded THP baseline in %s: the running values and the command line are left as they '
-                        'are; only this module\'s tuned sections are removed.' % thp.BASELINE_FILE)
-
-    # Kernel command line.
-    cmdline = {'managed': False, 'method': None, 'reason': None, 'running': bootloader.running(root, KEY)}
-    boot_plan = None
-    if ('cmdline' in persist and present) or (not present and baseline is not None and baseline.get('cmdline_managed')):
-        facts, boot_plan = bootloader_plan(module, root, cmdline_value)
-        cmdline.update(method=boot_plan['method'], reason=boot_plan['reason'], grubby=boot_plan.get('grubby'))
-        if boot_plan['method'] == 'none':
-            module.warn('the kernel command line is not managed here: %s' % boot_plan['reason'])
-            boot_plan = None
-        else:
-            cmdline.update(managed=True, args_before=boot_plan['args_before'], args_after=boot_plan['args_after'])
-
-    # Baseline, recorded before the first change of each kind: the runtime values on the first
-    # run, the command line on the first run that manages it.
-    new_baseline_text = baseline_text
-    if present and (baseline is None or (boot_plan is not None and not baseline.get('cmdline_managed'))):
-        record = dict(baseline or dict((a, state[a]['value']) for a in thp.ATTRS if a in state))
-        record['cmdline_managed'] = boot_plan is not None
-        record['cmdline'] = None
-        if boot_plan is not None:
-            configured = bootloader.configured(root, facts, KEY, module.run_command)
-            values = [v for v in configured.values() if v is not None]
-            record['cmdline'] = values[0] if values else None
-        new_baseline_text = render_baseline(record)
-        baseline = record
-    elif not present:
-        new_baseline_text = None
-
-    # tuned child profile.
-    tuned_plan = None
-    # persist lists where to write; a run that does not persist to tuned leaves its sections alone.
-    if (present and 'tuned' in persist) or (not present and tuned.child_state(root)[1] is not None):
-        sections = []
-        if present:
-            sections = thp.tuned_sections(enabled, defrag, khugepaged, version, state)
-        try:
-            tuned_plan = tuned.plan_child(root, 'thp', sections, version)
-        except tuned.TunedProfileError as e:
-            module.fail_json(msg='cannot plan the tuned child profile: %s' % e)
-    tuned_changed = tuned.plan_changes(tuned_plan)
-
-    runtime = {}
-    runtime_changes = []
-    for attr in thp.ATTRS:
-        if attr not in state:
-            continue
-        entry = {'before': state[attr]['value'], 'after': state[attr]['value'], 'offered': state[attr]['offered']}
-        runtime[attr] = entry
-        value = wanted.get(attr)
-        if value is not None and value != state[attr]['value']:
-            runtime_changes.append(attr)
-            entry['after'] = value
-    for attr in runtime_changes:
-        try:
-            thp.check_writable(root, state, attr)
-        except thp.ThpError as e:
-            module.fail_json(msg=str(e))
-
-    baseline_changed = new_baseline_text != baseline_text
-    boot_changed = bool(boot_plan and boot_plan['changed'])
-    changed = bool(runtime_changes or tuned_changed or boot_changed or baseline_changed)
-
-    diff = [{'before_header': 'THP runtime (sysfs)', 'after_header': 'THP runtime (sysfs)',
-             'before': ''.join('%s=%s\n' % (a, runtime[a]['before']) for a in sorted(runtime)),
-             'after': ''.join('%s=%s\n' % (a, runtime[a]['after']) for a in sorted(runtime))}]
-    diff.append(files.diff_entry(thp.BASELINE_FILE, baseline_text, new_baseline_text))
-    if tuned_plan:
-        diff.append(files.diff_entry(tuned_plan['path'], tuned_plan['before'], tuned_plan['after']))
-    if boot_plan:
-        # The files written here and the ones the boot loader tool rewrites (BLS entries), as
-        # they will read after the run.
-        for change in boot_plan['files'] + boot_plan.get('predicted', []):
-            if change['before'] != change['after']:
-                diff.append(files.diff_entry(change['path'], change['before'], change['after']))
-        for source in sorted(boot_plan['args_after']):
-            diff.append({'before_header': '%s (kernel arguments)' % source,
-                         'after_header': '%s (kernel arguments)' % source,
-                         'before': '\n'.join(boot_plan['args_before'].get(source) or []) + '\n',
-                         'after': '\n'.join(boot_plan['args_after'].get(source) or []) + '\n'})
-
-    if not module.check_mode:
-        if baseline_changed and new_baseline_text is not None:
-            files.atomic_write(files.root_path(root, thp.BASELINE_FILE), new_baseline_text, 0o644, module=module)
-        for attr in runtime_changes:
-            try:
-                thp.write(root, state, attr, runtime[attr]['after'])
-            except thp.ThpError as e:
-                module.fail_json(msg=str(e), changed=True)
-        if tuned_changed:
-            try:
-                tuned_plan['actions'] = tuned.apply_child(
-                    root, tuned_plan, module.run_command, tuned_adm, tuned.daemon_running(root),
-                    lambda path, text: files.atomic_write(path, text, 0o644, module=module), files.remove_owned_file)
-            except tuned.TunedProfileError as e:
-                module.fail_json(msg=str(e), changed=True)
-        if boot_changed:
-            apply_bootloader(module, root, boot_plan)
-        if baseline_changed and new_baseline_text is None:
-            files.remove_owned_file(files.root_path(root, thp.BASELINE_FILE))
-        # A tuned profile switch re-applies tuned's values: enforce ours and read back.
-        after = thp.read_state(root)
-        for attr in runtime:
-            value = runtime[attr]['after']
-            if after[attr]['value'] != value:
-                if thp.write(root, after, attr, value) != value:
-                    module.fail_json(msg='%s reads %s after writing %s: something else sets it.'
-                                         % (after[attr]['path'], after[attr]['value'], value), changed=True)
-                changed = True
-
-    reboot_required = bool(boot_plan and boot_plan['reboot_required'])
-    if boot_plan is None and not cmdline['managed']:
-        # Nothing planned here (runtime only, or a backout already done): the running kernel may
-        # still differ from what the boot loader is configured with, for example after a backout
-        # whose reboot has not happened yet.
-        facts = bootloader.detect(root, module.get_bin_path)
-        if facts['method'] != 'none':
-            try:
-                configured = bootloader.configured(root, facts, KEY, module.run_command)
-            except bootloader.BootloaderError:
-                configured = {}
-            reboot_required = any(v != cmdline['running'] for v in configured.values())
-    if present and defrag is not None and 'tuned' not in persist and persist:
-        module.warn('defrag=%s is set at runtime only: the kernel command line carries only the THP mode, so '
-                    'defrag and khugepaged_defrag persist through tuned alone (persist: [tuned, cmdline]).' % defrag)
-    if present and 'tuned' in persist and cmdline['running'] not in (None, enabled):
-        module.warn('the running kernel was booted with transparent_hugepage=%s, so tuned ignores its own THP value '
-                    'until the next boot.' % cmdline['running'])
-
-    for warning in tuned.conflict_warnings(tuned_plan):
+    for warning in plan['warnings']:
         module.warn(warning)
-    result = {'changed': changed, 'runtime': runtime, 'persist': persist, 'tuned_profile': tuned.plan_summary(tuned_plan, tuned_changed),
-              'cmdline': cmdline, 'reboot_required': reboot_required, 'baseline': baseline or {}}
+    diff = thp_plan.diff(plan)
+    changed = plan['changed']
+    tuned_actions = []
+    if not module.check_mode:
+        try:
+            applied = thp_plan.apply(plan, module.run_command,
+                                     lambda path, text: files.atomic_write(path, text, 0o644, module=module))
+        except thp_plan.ApplyError as e:
+            module.fail_json(msg=str(e), changed=True)
+        changed = applied['changed']
+        tuned_actions = applied['tuned_actions']
+    for warning in plan['final_warnings']:
+        module.warn(warning)
+    tuned_profile = tuned.plan_summary(plan['tuned_plan'], plan['tuned_changed'])
+    if tuned_profile is not None:
+        tuned_profile['actions'] = tuned_actions
+    result = {'changed': changed, 'runtime': plan['runtime'], 'persist': plan['persist'],
+              'tuned_profile': tuned_profile, 'cmdline': plan['cmdline'],
+              'reboot_required': plan['reboot_required'], 'baseline': plan['baseline'] or {}}
     if module._diff:
         result['diff'] = diff
     return result

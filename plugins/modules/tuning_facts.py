@@ -73,13 +73,12 @@ options:
     default: false
 notes:
   - Runs on the target's Python 2.7 (RHEL 7), 3.6 (RHEL 8 platform-python) and newer.
+extends_documentation_fragment:
+  - aemops.os_tuning.attributes
 attributes:
   check_mode:
-    description: Can run in check mode and return changed status prediction without modifying target.
-    support: full
     details: O(snapshot) is only reported, not written or removed, in check mode.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check mode), when in diff mode.
     support: none
   facts:
     description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
