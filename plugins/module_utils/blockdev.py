@@ -540,20 +540,29 @@ def real_target_path(root, path):
     return real
 
 
+def mount_device(root, mount):
+    """The kernel name of the block device behind mountinfo entry ``mount``, or None.
+
+    The entry's major:minor when it names a block device; else (btrfs and others report an
+    anonymous 0:N device) its /dev source, unless the filesystem has no block device at all.
+    """
+    if mount['majmin'] and not mount['majmin'].startswith('0:'):
+        link = _sys(root, 'dev/block', mount['majmin'])
+        if os.path.exists(link):
+            return os.path.basename(os.path.realpath(link))
+    if mount['source'].startswith('/dev/') and mount['fstype'] not in NON_BLOCK_FSTYPES:
+        try:
+            return resolve_device(root, mount['source'])
+        except BlockDeviceError:
+            return None
+    return None
+
+
 def device_for_path(root, path):
     """Return (kernel name, mount entry) of the block device that backs ``path``'s filesystem."""
     real = real_target_path(root, path)
     mount = find_mount(root, real)
-    name = None
-    if mount['majmin'] and not mount['majmin'].startswith('0:'):
-        link = _sys(root, 'dev/block', mount['majmin'])
-        if os.path.exists(link):
-            name = os.path.basename(os.path.realpath(link))
-    if name is None and mount['source'].startswith('/dev/') and mount['fstype'] not in NON_BLOCK_FSTYPES:
-        try:
-            name = resolve_device(root, mount['source'])
-        except BlockDeviceError:
-            name = None
+    name = mount_device(root, mount)
     if name is None:
         raise NotBlockBackedError(
             '%s is on %s (%s, mounted at %s), which has no block device to tune. Point paths= at the '

@@ -182,15 +182,8 @@ def mounts(root):
     for entry in blockdev.mounts(root):
         if entry['fstype'] in blockdev.NON_BLOCK_FSTYPES:
             continue
-        link = files.root_path(root, '/sys/dev/block/%s' % entry['majmin'])
-        if not entry['majmin'].startswith('0:') and os.path.exists(link):
-            name = os.path.basename(os.path.realpath(link))
-        elif entry['source'].startswith('/dev/'):
-            try:  # btrfs and others report an anonymous 0:N device: resolve the source instead
-                name = blockdev.resolve_device(root, entry['source'])
-            except blockdev.BlockDeviceError:
-                continue
-        else:
+        name = blockdev.mount_device(root, entry)
+        if name is None:
             continue
         governing = blockdev.whole_disk(root, name)
         result[entry['mountpoint']] = {'source': entry['source'], 'fstype': entry['fstype'], 'device': name,
