@@ -41,7 +41,7 @@ size_mb=${BENCH_SIZE_MB:-256}
 reads=${BENCH_READS:-2000}
 record_kb=8
 read_aheads=(4096 128 32)
-# shellcheck source=../tests/vm/vm.env
+# shellcheck source-path=SCRIPTDIR source=../tests/vm/vm.env
 . tests/vm/vm.env
 nvme_link=/dev/disk/by-id/nvme-${VM_NVME_MODEL}_${VM_NVME_A}
 nvme_mnt=/srv/nvme-probe

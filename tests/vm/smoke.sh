@@ -12,7 +12,7 @@
 # Runs `ansible -m ping` with each target Python too when ansible is on PATH.
 set -euo pipefail
 vm="$(cd "$(dirname "$0")" && pwd)/vm.sh"
-# shellcheck source=vm.env
+# shellcheck source-path=SCRIPTDIR source=vm.env
 . "$(dirname "$vm")/vm.env"  # the NVMe serials
 quick=0 boot=kernel
 for a in "$@"; do
@@ -77,7 +77,7 @@ boot_check='case $(cat /proc/cmdline) in BOOT_IMAGE=*) b=grub ;; *) b=kernel ;; 
 a=$VM_NVME_A b=$VM_NVME_B
 t0=$(date +%s)
 if [ "$boot" = grub ]; then "$vm" up --grub; else "$vm" up; fi
-preset $a $b always none
+preset "$a" "$b" always none
 if command -v ansible >/dev/null; then
 	"$vm" inventory >/dev/null
 	for py in /usr/bin/python3 /root/.pyenv/versions/2.7.18/bin/python2.7 /root/.pyenv/versions/3.6.15/bin/python3.6; do
@@ -98,9 +98,9 @@ if [ "$quick" = 0 ]; then
 			update-grub 2>/dev/null && grep -cE "^\s*linux\s.* transparent_hugepage=never( |$)" /boot/grub/grub.cfg'
 	fi
 	"$vm" reboot
-	preset $a $b $after $arg
+	preset "$a" "$b" $after $arg
 	"$vm" reboot --swap-nvme
-	preset $b $a $after $arg
+	preset "$b" "$a" $after $arg
 fi
 echo "smoke: took $(($(date +%s) - t0)) s"
 echo "smoke: $pass passed, $fail failed"
