@@ -55,6 +55,7 @@ EL9_KERNEL_CMDLINE = 'root=UUID=0f1e2d3c-aaaa-bbbb-cccc-1234567890ab %s\n' % EL9
 
 PROC_CMDLINE = 'BOOT_IMAGE=(hd0,msdos1)/vmlinuz-x root=/dev/mapper/rhel-root ro crashkernel=auto rhgb quiet\n'
 
+
 class Host(FakeHost):
     """The fake host (fakehost.FakeHost under ``tmpdir/root``) and its tools (fakehost.FakeTools)."""
 
