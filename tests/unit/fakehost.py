@@ -10,16 +10,14 @@
 - :class:`FakeTools` is the one fake of the programs the modules run (lvs, lvchange, udevadm,
   tuned-adm, grubby/rpm/grub2-editenv, grub2-mkconfig, update-grub): stateful, acting on the
   tree, dispatching by tool name and recording every call (see the comment above it).
-- ``FAKE_BOOT_TOOLS`` is the versioned grubby-bls model (GRUBBY_VERSIONS), run by FakeTools
-  and, as executables, by :func:`install_boot_tools`.
+- ``FAKE_BOOT_TOOLS`` is the versioned grubby-bls model (GRUBBY_VERSIONS), the one grubby
+  fake: FakeTools runs it as a script (``FakeTools.boot_tools``).
 - OS_RELEASE, STOCK_PROFILES (THROUGHPUT_PERFORMANCE, VIRTUAL_GUEST) and :func:`fixture`
   (tests/unit/fixtures) are the shared fixtures.
 
 utils.py runs a module's ``main()`` against a FakeHost and its FakeTools (``Env``).
 
-Tree layout:
-
-The layout mirrors a real host: device directories under /sys/devices, with /sys/class/block,
+The tree's layout mirrors a real host: device directories under /sys/devices, with /sys/class/block,
 /sys/block and /sys/dev/block as relative symlinks into them; partitions inside their disk's
 directory; ``slaves``/``holders`` as directories of links; udev properties as ``E:`` lines.
 Python 2.7 and 3.6 compatible, like the code under test.
@@ -698,24 +696,6 @@ sys.exit({'grubby': grubby, 'rpm': rpm, 'grub2-editenv': editenv}[TOOL]())
 '''
 
 
-def install_boot_tools(bin_dir, root, version, python=None, tools=('grubby', 'rpm', 'grub2-editenv')):
-    """Put fake ``grubby`` (grubby-bls of package ``version``, one of GRUBBY_VERSIONS), ``rpm``
-    and ``grub2-editenv`` acting on the tree ``root`` into ``bin_dir``. Returns the paths."""
-    import stat
-    script = os.path.join(bin_dir, 'fake_boot_tools.py')
-    with open(script, 'w') as f:
-        f.write(FAKE_BOOT_TOOLS)
-    paths = []
-    for name in tools:
-        full = os.path.join(bin_dir, name)
-        with open(full, 'w') as f:
-            f.write("#!/bin/sh\nexec '%s' '%s' '%s' '%s' '%s' \"$@\"\n"
-                    % (python or sys.executable, script, root, version, name))
-        os.chmod(full, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
-        paths.append(full)
-    return paths
-
-
 # -- the host's tools ---------------------------------------------------------------------------
 #
 # One stateful fake of the programs the modules run, for every module test: ``get_bin_path`` and
@@ -731,8 +711,8 @@ def install_boot_tools(bin_dir, root, version, python=None, tools=('grubby', 'rp
 #                       enabled to ``tuned_sets_enabled`` when that is set, as a stale tuned does)
 #   grubby, rpm,        the versioned grubby-bls model above (``boot_tools(version)``), run as a
 #   grub2-editenv       script on the tree
-#   grub2-mkconfig,     regenerate grub.cfg from /etc/default/grub as /bin/sh sources it
-#   update-grub
+#   grub2-mkconfig,     regenerate grub.cfg (the kernels of ``menus``) from /etc/default/grub as
+#   update-grub         /bin/sh sources it, update-grub with the /etc/default/grub.d drop-ins
 #
 # ``fail(tool, rc, err, when)`` makes the calls of ``tool`` whose argv holds every word of ``when``
 # fail without running. A tool that is not ``installed`` is not found, an installed one without a
@@ -775,6 +755,9 @@ class FakeTools(object):
         self.tuned_sets_enabled = None
         self.verify_rc = 0
         self.grubby_version = None
+        # the menu grub2-mkconfig/update-grub write: (kernel line command, kernels)
+        self.menus = {'grub2-mkconfig': ('linux16', ['3.10.0-1160.el7.x86_64']),
+                      'update-grub': ('linux', ['6.1.0-18-amd64'])}
 
     # -- setup ---------------------------------------------------------------------------------
     def path(self, name):
@@ -910,25 +893,34 @@ class FakeTools(object):
     def _grub2_mkconfig(self, args):
         if args[:1] != ['-o'] or len(args) != 2:
             return 64, '', 'grub2-mkconfig: usage: grub2-mkconfig -o FILE\n'
-        return self._mkconfig('grub2-mkconfig', args[1], 'linux16', '3.10.0-1160.el7.x86_64')
+        return self._mkconfig('grub2-mkconfig', args[1], dropins=False)
 
     def _update_grub(self, args):
-        return self._mkconfig('update-grub', '/boot/grub/grub.cfg', 'linux', '6.1.0-18-amd64')
+        return self._mkconfig('update-grub', '/boot/grub/grub.cfg', dropins=True)
 
-    def _mkconfig(self, tool, target, linux, kernel):
-        """Kernel lines from /etc/default/grub as /bin/sh sees it."""
-        script = '. "$1"; printf "%s\\n%s" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"'
-        proc = subprocess.Popen(['/bin/sh', '-c', script, 'sh', self.host.path('/etc/default/grub')],
+    def _mkconfig(self, tool, target, dropins):
+        """grub.cfg from /etc/default/grub (and for update-grub the grub.d drop-ins) as /bin/sh sources
+        it: for each kernel of ``menus[tool]`` a normal and a recovery entry, then a custom one."""
+        linux, kernels = self.menus[tool]
+        script = ('GRUB_CMDLINE_LINUX=; GRUB_CMDLINE_LINUX_DEFAULT=; . "$1"; '
+                  'if [ "$2" = yes ]; then for f in "$3"/*.cfg; do [ -e "$f" ] && . "$f"; done; fi; '
+                  'printf "%s\\n%s" "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT"')
+        proc = subprocess.Popen(['/bin/sh', '-c', script, 'sh', self.host.path('/etc/default/grub'),
+                                 'yes' if dropins else 'no', self.host.path('/etc/default/grub.d')],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
         value, err = proc.communicate()
         if proc.returncode:
             return 1, '', '%s: /etc/default/grub: %s\n' % (tool, err.strip())
         cmdline, default = value.split('\n', 1)
-        self.host.write(target, 'set default=0\n### BEGIN /etc/grub.d/10_linux ###\n'
-                                "menuentry 'Linux %s' {\n\t%s\t/vmlinuz-%s root=/dev/mapper/root ro %s %s\n}\n"
-                                "menuentry 'Linux %s (rescue)' {\n\t%s\t/vmlinuz-%s root=/dev/mapper/root ro %s\n}\n"
-                                '### END /etc/grub.d/10_linux ###\n'
-                                % (kernel, linux, kernel, cmdline, default, kernel, linux, kernel, cmdline))
+        lines = ['set default=0', '### BEGIN /etc/grub.d/10_linux ###']
+        for kernel in kernels:
+            lines += ["menuentry 'Linux %s' {" % kernel,
+                      '\t%s\t/vmlinuz-%s root=/dev/sda1 ro %s %s' % (linux, kernel, cmdline, default), '}',
+                      "menuentry 'Linux %s (recovery mode)' {" % kernel,
+                      '\t%s\t/vmlinuz-%s root=/dev/sda1 ro single %s' % (linux, kernel, cmdline), '}']
+        lines += ['### END /etc/grub.d/10_linux ###', '### BEGIN /etc/grub.d/40_custom ###',
+                  "menuentry 'custom' { %s /vmlinuz-custom root=/dev/sda1 }" % linux, '### END /etc/grub.d/40_custom ###']
+        self.host.write(target, ''.join(line + '\n' for line in lines))
         return 0, '', ''
 
 

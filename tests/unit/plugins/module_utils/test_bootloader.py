@@ -5,15 +5,15 @@
 
 """Unit tests for module_utils/bootloader.py.
 
-Fake hosts are trees under ``tmpdir`` (os-release, /etc/default/grub, BLS entries, EFI
-directories, /proc/cmdline). The boot tools are fake executables in ``tmpdir/bin`` run for
-real through ``subprocess``. On RHEL 8 and 9, grubby, rpm and grub2-editenv are the versioned
-fakes of fakehost.py (``install_boot_tools``): grubby behaves as the grubby-bls script of one
-package release (fakehost.GRUBBY_VERSIONS; sources named there) on the BLS entry files,
-/boot/grub2/grubenv, /etc/default/grub and /etc/kernel/cmdline of the tree. The fake
-grub2-mkconfig and update-grub log their argv and regenerate grub.cfg by sourcing
-/etc/default/grub with /bin/sh, which checks the quoting of the edited file independently of
-the parser under test. grub.cfg fixtures are in tests/unit/fixtures/grub.
+Fake hosts are trees under ``tmpdir`` (fakehost.FakeHost: os-release, /etc/default/grub, BLS
+entries, EFI directories, /proc/cmdline); the boot tools are fakehost.FakeTools, injected as
+the ``run`` and ``which`` callables. On RHEL 8 and 9, grubby, rpm and grub2-editenv are the
+versioned grubby-bls model of fakehost.py (``FakeTools.boot_tools``): grubby behaves as the
+script of one package release (fakehost.GRUBBY_VERSIONS; sources named there) on the BLS entry
+files, /boot/grub2/grubenv, /etc/default/grub and /etc/kernel/cmdline of the tree. The fake
+grub2-mkconfig and update-grub regenerate grub.cfg by sourcing /etc/default/grub with /bin/sh,
+which checks the quoting of the edited file independently of the parser under test. grub.cfg
+fixtures are in tests/unit/fixtures/grub.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,14 +21,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import stat
 import subprocess
 
 import pytest
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils import bootloader as bl
 from ansible_collections.aemops.os_tuning.plugins.module_utils.files import atomic_write
-from fakehost import GRUBBY_VERSIONS, OS_RELEASE, FakeHost, fixture, install_boot_tools
+from fakehost import GRUBBY_VERSIONS, OS_RELEASE, FakeHost, FakeTools, fixture
 
 KEY = 'transparent_hugepage'
 
@@ -56,79 +55,36 @@ EL9_KERNEL_CMDLINE = 'root=UUID=0f1e2d3c-aaaa-bbbb-cccc-1234567890ab %s\n' % EL9
 
 PROC_CMDLINE = 'BOOT_IMAGE=(hd0,msdos1)/vmlinuz-x root=/dev/mapper/rhel-root ro crashkernel=auto rhgb quiet\n'
 
-# The fake grub2-mkconfig/update-grub: log argv, source /etc/default/grub (and for
-# update-grub the grub.d drop-ins) with /bin/sh and write kernel lines from the result.
-MKCONFIG = r'''#!/bin/sh
-printf '%%s\t' "$(basename "$0")" "$@" >> '%(log)s'; echo >> '%(log)s'
-GRUB_CMDLINE_LINUX=; GRUB_CMDLINE_LINUX_DEFAULT=
-. '%(root)s/etc/default/grub'
-if [ '%(dropins)s' = yes ]; then
-  for f in '%(root)s'/etc/default/grub.d/*.cfg; do [ -e "$f" ] && . "$f"; done
-fi
-if [ "$1" = -o ]; then out='%(root)s'"$2"; else out='%(root)s/boot/grub/grub.cfg'; fi
-{
-  echo 'set default=0'
-  echo '### BEGIN /etc/grub.d/10_linux ###'
-  for k in %(kernels)s; do
-    echo "menuentry 'Linux $k' {"
-    echo "	%(linux)s	/vmlinuz-$k root=/dev/sda1 ro $GRUB_CMDLINE_LINUX $GRUB_CMDLINE_LINUX_DEFAULT"
-    echo "}"
-    echo "menuentry 'Linux $k (recovery mode)' {"
-    echo "	%(linux)s	/vmlinuz-$k root=/dev/sda1 ro single $GRUB_CMDLINE_LINUX"
-    echo "}"
-  done
-  echo '### END /etc/grub.d/10_linux ###'
-  echo '### BEGIN /etc/grub.d/40_custom ###'
-  echo "menuentry 'custom' { %(linux)s /vmlinuz-custom root=/dev/sda1 }"
-  echo '### END /etc/grub.d/40_custom ###'
-} > "$out"
-'''
-
 
 class Host(FakeHost):
-    """The fake host (fakehost.FakeHost under ``tmpdir/root``), a bin directory of fake tools and their call log."""
+    """The fake host (fakehost.FakeHost under ``tmpdir/root``) and its tools (fakehost.FakeTools)."""
 
     def __init__(self, tmpdir):
         super(Host, self).__init__(tmpdir.join('root'))
-        self.bin = str(tmpdir.join('bin'))
-        self.log = str(tmpdir.join('calls.log'))
-        os.makedirs(self.bin)
-        open(self.log, 'w').close()
-        self.argv_log = []
+        self.tools = FakeTools(self, str(tmpdir.join('bin')))
 
     def read(self, target):
         """The text of ``target``, or None when it does not exist."""
         return super(Host, self).read(target) if self.exists(target) else None
 
     # fake tools
-    def tool(self, name, script):
-        full = os.path.join(self.bin, name)
-        with open(full, 'w') as f:
-            f.write(script)
-        os.chmod(full, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
-        return full
-
-    def mkconfig(self, name, linux='linux16', kernels='3.10.0-1160.el7.x86_64 3.10.0-957.el7.x86_64', dropins=False):
-        return self.tool(name, MKCONFIG % {'log': self.log, 'root': self.root, 'linux': linux,
-                                           'kernels': kernels, 'dropins': 'yes' if dropins else 'no'})
+    def mkconfig(self, name, linux='linux16', kernels='3.10.0-1160.el7.x86_64 3.10.0-957.el7.x86_64'):
+        """A working grub2-mkconfig or update-grub that writes entries for ``kernels``."""
+        self.tools.menus[name] = (linux, kernels.split())
+        self.tools.failures = [f for f in self.tools.failures if f[0] != name]
+        self.tools.install(name)
 
     # the injected callables
     def run(self, argv):
-        self.argv_log.append(list(argv))
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
-        out, err = proc.communicate()
-        return proc.returncode, out, err
+        return self.tools.run(argv)
 
     def which(self, name):
-        full = os.path.join(self.bin, name)
-        return full if os.access(full, os.X_OK) else None
+        return self.tools.which(name)
 
     def calls(self):
-        with open(self.log) as f:
-            return [line.rstrip('\n').rstrip('\t').split('\t') for line in f if line.strip()]
-
-    def clear_calls(self):
-        open(self.log, 'w').close()
+        """The grub2-mkconfig and update-grub runs: [tool name, arguments...]."""
+        return [[os.path.basename(c[0])] + c[1:] for c in self.tools.calls
+                if os.path.basename(c[0]) in ('grub2-mkconfig', 'update-grub')]
 
     # convenience
     def detect(self):
@@ -171,7 +127,7 @@ def el7_host(host, efi=False, vendor_dir=None, os_release='el7'):
     host.write('/etc/default/grub', GRUB_EL7)
     host.write('/proc/cmdline', PROC_CMDLINE)
     host.mkconfig('grub2-mkconfig')
-    host.tool('grubby', '#!/bin/sh\nexit 1\n')      # present on RHEL 7, never used there
+    host.tools.install('grubby')      # present on RHEL 7, never used there
     if efi:
         host.mkdir('/sys/firmware/efi')
         if vendor_dir:
@@ -230,8 +186,7 @@ def el8_host(host, version='8.40-42.el8', tuned_params='', kernelopts=EL8_ENTRY_
     host.write('/boot/grub2/grub.cfg', fixture('grub/el8-bls-grub.cfg'))
     host.mkdir('/etc/kernel')              # kernel-install's directory (systemd-udev), on every RHEL 8
     host.write('/proc/cmdline', 'BOOT_IMAGE=(hd0,msdos1)/vmlinuz-%s %s\n' % (EL8_KERNELS[0], kernelopts))
-    install_boot_tools(host.bin, host.root, version)
-    host.tool('grub2-mkconfig', '#!/bin/sh\nexit 1\n')
+    host.tools.boot_tools(version).install('grub2-mkconfig').fail('grub2-mkconfig', 1)
     return host
 
 
@@ -256,8 +211,7 @@ def el9_host(host, kernel_cmdline=EL9_KERNEL_CMDLINE, efi=False, version='8.40-6
         host.mkdir('/sys/firmware/efi')
         host.write('/boot/efi/EFI/rocky/grub.cfg', 'configfile ($root)/grub2/grub.cfg\n')
     host.write('/proc/cmdline', PROC_CMDLINE)
-    install_boot_tools(host.bin, host.root, version)
-    host.tool('grub2-mkconfig', '#!/bin/sh\nexit 1\n')
+    host.tools.boot_tools(version).install('grub2-mkconfig').fail('grub2-mkconfig', 1)
     return host
 
 
@@ -267,7 +221,7 @@ def debian_host(host, grub=True, os_release='debian'):
     host.write('/etc/default/grub', GRUB_DEBIAN)
     if grub:
         host.write('/boot/grub/grub.cfg', '# generated by grub-mkconfig\n')
-        host.mkconfig('update-grub', linux='linux', kernels='6.1.0-18-amd64', dropins=True)
+        host.mkconfig('update-grub', linux='linux', kernels='6.1.0-18-amd64')
     return host
 
 
@@ -491,7 +445,7 @@ def test_detect_el7_bios(host):
     assert facts['bls'] is False
     assert facts['method'] == 'grub2-mkconfig'
     assert facts['grub_cfg'] == '/boot/grub2/grub.cfg'
-    assert facts['tools']['grub2_mkconfig'] == os.path.join(host.bin, 'grub2-mkconfig')
+    assert facts['tools']['grub2_mkconfig'] == host.tools.path('grub2-mkconfig')
     assert facts['tools']['update_grub'] is None
     assert 'BIOS' in facts['reason']
 
@@ -570,7 +524,7 @@ def test_detect_el9_bls_efi_grub_cfg_is_not_the_stub(host):
 
 def test_detect_bls_without_grubby_says_so(host):
     el8_host(host)
-    os.unlink(os.path.join(host.bin, 'grubby'))
+    host.tools.uninstall('grubby')
     facts = host.detect()
     assert facts['method'] == 'grubby'
     assert facts['tools']['grubby'] is None
@@ -607,12 +561,12 @@ def test_detect_bls_enabled_but_grub_cfg_without_blscfg_is_an_error(host):
     host.write('/boot/grub2/grub.cfg', fixture('grub/el8-menu-grub.cfg'))
     facts = host.detect()
     assert 'no blscfg' in facts['error'] and 'grub2-mkconfig -o /boot/grub2/grub.cfg' in facts['error']
-    host.argv_log = []
+    del host.tools.calls[:]
     for call in (host.plan, host.configured):
         with pytest.raises(bl.BootloaderError) as excinfo:
             call()
         assert 'GRUB_ENABLE_BLSCFG=false' in str(excinfo.value)
-    assert host.argv_log == []
+    assert host.tools.calls == []
 
 
 def test_bls_disabled_edits_the_menu_grub_boots(host):
@@ -664,7 +618,7 @@ def test_el7_plan_apply_replan(host):
     assert [f['path'] for f in result['files']] == ['/etc/default/grub']
     assert result['files'][0]['before'] == GRUB_EL7
     assert result['files'][0]['after'] == GRUB_EL7.replace('rhgb quiet"', 'rhgb quiet transparent_hugepage=never"')
-    assert result['commands'] == [[os.path.join(host.bin, 'grub2-mkconfig'), '-o', '/boot/grub2/grub.cfg']]
+    assert result['commands'] == [[host.tools.path('grub2-mkconfig'), '-o', '/boot/grub2/grub.cfg']]
     assert result['args_after']['/etc/default/grub'][-1] == 'transparent_hugepage=never'
     assert 'transparent_hugepage=never' not in result['args_before']['/etc/default/grub']
     assert result['reboot_required'] is True
@@ -711,7 +665,7 @@ def test_el7_stale_grub_cfg_only_regenerates(host):
                                        '### END /etc/grub.d/10_linux ###\n')
     result = host.plan()
     assert result['files'] == []
-    assert result['commands'] == [[os.path.join(host.bin, 'grub2-mkconfig'), '-o', '/boot/grub2/grub.cfg']]
+    assert result['commands'] == [[host.tools.path('grub2-mkconfig'), '-o', '/boot/grub2/grub.cfg']]
     label = '/boot/grub2/grub.cfg:/vmlinuz-3.10.0-1160.el7.x86_64'
     assert result['args_before'][label] == ['root=/dev/sda1', 'ro', 'rhgb', 'quiet']
     assert result['args_after'][label] == ['root=/dev/sda1', 'ro', 'rhgb', 'quiet', 'transparent_hugepage=never']
@@ -729,7 +683,7 @@ def test_el7_custom_entries_do_not_force_regeneration(host):
 def test_el7_efi_targets_the_vendor_grub_cfg(host):
     el7_host(host, efi=True, vendor_dir='centos')
     result = host.plan()
-    assert result['commands'] == [[os.path.join(host.bin, 'grub2-mkconfig'), '-o', '/boot/efi/EFI/centos/grub.cfg']]
+    assert result['commands'] == [[host.tools.path('grub2-mkconfig'), '-o', '/boot/efi/EFI/centos/grub.cfg']]
     host.mkconfig('grub2-mkconfig', linux='linuxefi')
     host.apply(result)
     assert '\tlinuxefi\t/vmlinuz-3.10.0-1160.el7.x86_64' in host.read('/boot/efi/EFI/centos/grub.cfg')
@@ -757,7 +711,7 @@ def _no_grub_default(host):
 
 
 def _no_grub2_mkconfig(host):
-    os.unlink(os.path.join(host.bin, 'grub2-mkconfig'))
+    host.tools.uninstall('grub2-mkconfig')
 
 
 @pytest.mark.parametrize('breakage, fragment', [
@@ -898,10 +852,10 @@ def test_el8_plan_apply_replan(host):
         'grubby:/boot/vmlinuz-4.18.0-477.10.1.el8_8.x86_64': None,
         'kernelopts': None,
     }
-    host.argv_log = []
+    del host.tools.calls[:]
     result = host.plan()
     # planning only read: grubenv list, grubby --info=ALL and rpm -q grubby
-    assert sorted(os.path.basename(c[0]) for c in host.argv_log) == ['grub2-editenv', 'grubby', 'rpm']
+    assert sorted(os.path.basename(c[0]) for c in host.tools.calls) == ['grub2-editenv', 'grubby', 'rpm']
     assert result['method'] == 'grubby'
     assert result['commands'] == [
         [host.which('grubby'), '--update-kernel=ALL', '--args=transparent_hugepage=never', '--no-etc-grub-update'],
@@ -990,7 +944,7 @@ def test_el8_other_spelling_is_replaced(host):
 
 def test_bls_without_grubby_is_an_error(host):
     el8_host(host)
-    os.unlink(os.path.join(host.bin, 'grubby'))
+    host.tools.uninstall('grubby')
     with pytest.raises(bl.BootloaderError) as excinfo:
         host.plan()
     message = str(excinfo.value)
@@ -1002,7 +956,7 @@ def test_bls_without_grubby_is_an_error(host):
 
 def test_el8_without_grub2_editenv_is_an_error(host):
     el8_host(host)
-    os.unlink(os.path.join(host.bin, 'grub2-editenv'))
+    host.tools.uninstall('grub2-editenv')
     with pytest.raises(bl.BootloaderError) as excinfo:
         host.plan()
     assert 'grub2-tools-minimal' in str(excinfo.value)
@@ -1010,7 +964,7 @@ def test_el8_without_grub2_editenv_is_an_error(host):
 
 def test_failing_grubby_is_an_error(host):
     el8_host(host)
-    host.tool('grubby', '#!/bin/sh\necho "grubby: boom" >&2\nexit 3\n')
+    host.tools.fail('grubby', 3, 'grubby: boom\n')
     with pytest.raises(bl.BootloaderError) as excinfo:
         host.plan()
     assert 'rc=3' in str(excinfo.value)
@@ -1019,7 +973,7 @@ def test_failing_grubby_is_an_error(host):
 
 def test_unknown_grubby_version_warns_and_still_ends_as_planned(host):
     el8_host(host, version='8.40-48.el8')
-    os.unlink(os.path.join(host.bin, 'rpm'))
+    host.tools.uninstall('rpm')
     result = host.plan()
     assert result['grubby']['version'] is None
     assert 'not one this module models' in result['warnings'][0]
@@ -1084,7 +1038,7 @@ def test_debian_plan_apply_replan(host):
     assert result['method'] == 'update-grub'
     assert result['files'][0]['after'] == GRUB_DEBIAN.replace('GRUB_CMDLINE_LINUX=""',
                                                               'GRUB_CMDLINE_LINUX="transparent_hugepage=never"')
-    assert result['commands'] == [[os.path.join(host.bin, 'update-grub')]]
+    assert result['commands'] == [[host.tools.path('update-grub')]]
     assert result['reboot_required'] is True        # /proc/cmdline has always
     host.apply(result)
     assert host.configured() == {'/etc/default/grub': 'never', '/boot/grub/grub.cfg': 'never'}
