@@ -763,16 +763,19 @@ def bls_options(text):
     return ''
 
 
-def _set_bls_options(text, value):
-    """The entry with every line that starts with ``options`` replaced, as grubby's sed does."""
-    lines = (text or '').splitlines(True)
+def _replace_lines(text, prefix, replacement):
+    """``text`` with every line that starts with ``prefix`` replaced (its line ending kept), as grubby's sed does."""
     out = []
-    for line in lines:
-        if line.startswith('options'):
-            body = line.rstrip('\r\n')
-            line = 'options %s' % value + line[len(body):]
+    for line in (text or '').splitlines(True):
+        if line.startswith(prefix):
+            line = replacement + line[len(line.rstrip('\r\n')):]
         out.append(line)
     return ''.join(out)
+
+
+def _set_bls_options(text, value):
+    """The entry with every line that starts with ``options`` replaced, as grubby's sed does."""
+    return _replace_lines(text, 'options', 'options %s' % value)
 
 
 def grubby_version(facts, run):
@@ -886,14 +889,8 @@ def grubby_predict(model, state, remove, add):
         old = ' '.join(grub_cmdline_linux(state['grub_default']).split())
         if old or not model['kernelopts_if_set']:
             value = grubby_update_args(old, remove, add)
-            lines = state['grub_default'].splitlines(True)
-            out = []
-            for line in lines:
-                if line.startswith('GRUB_CMDLINE_LINUX'):
-                    body = line.rstrip('\r\n')
-                    line = 'GRUB_CMDLINE_LINUX="%s"' % value + line[len(body):]
-                out.append(line)
-            new['grub_default'] = ''.join(out)
+            new['grub_default'] = _replace_lines(state['grub_default'], 'GRUB_CMDLINE_LINUX',
+                                                 'GRUB_CMDLINE_LINUX="%s"' % value)
     new_kernelopts = None
     if model['kernelopts']:
         old = env.get('kernelopts', '')

@@ -37,6 +37,7 @@ import errno
 import hashlib
 import os
 import re
+import stat
 import subprocess
 import sys
 
@@ -380,19 +381,25 @@ def nitro_host(root):
 
 
 def tree_checksum(root):
-    """Content, mode and link target of everything under ``root``."""
+    """Content, mode and link target of everything under ``root``.
+
+    FIFOs, sockets and device nodes are recorded by their mode, never opened (a FIFO blocks).
+    """
     result = {}
     for directory, dirs, names in os.walk(root):
         for name in sorted(dirs + names):
             full = os.path.join(directory, name)
             rel = os.path.relpath(full, root)
-            if os.path.islink(full):
+            st = os.lstat(full)
+            if stat.S_ISLNK(st.st_mode):
                 result[rel] = ('link', os.readlink(full))
-            elif os.path.isdir(full):
-                result[rel] = ('dir', oct(os.stat(full).st_mode))
+            elif stat.S_ISDIR(st.st_mode):
+                result[rel] = ('dir', oct(st.st_mode))
+            elif not stat.S_ISREG(st.st_mode):
+                result[rel] = ('other', oct(st.st_mode))
             else:
                 with open(full, 'rb') as f:
-                    result[rel] = ('file', oct(os.stat(full).st_mode), hashlib.sha1(f.read()).hexdigest())
+                    result[rel] = ('file', oct(st.st_mode), hashlib.sha1(f.read()).hexdigest())
     return result
 
 

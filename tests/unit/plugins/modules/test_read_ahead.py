@@ -729,26 +729,6 @@ HOSTILE_INPUTS = [
 ]
 
 
-def _checksum_without_fifos(root):
-    """fakehost.tree_checksum, but a FIFO is recorded by its mode instead of being opened (which blocks)."""
-    import hashlib
-    import stat
-    result = {}
-    for directory, dirs, names in os.walk(root):
-        for name in sorted(dirs + names):
-            full = os.path.join(directory, name)
-            rel = os.path.relpath(full, root)
-            st = os.lstat(full)
-            if stat.S_ISLNK(st.st_mode):
-                result[rel] = ('link', os.readlink(full))
-            elif not stat.S_ISREG(st.st_mode):
-                result[rel] = ('other', oct(st.st_mode))
-            else:
-                with open(full, 'rb') as f:
-                    result[rel] = ('file', oct(st.st_mode), hashlib.sha1(f.read()).hexdigest())
-    return result
-
-
 @pytest.fixture
 def hostile_env(env):
     env.restore = []
@@ -762,14 +742,14 @@ def test_hostile_input_fails_and_changes_nothing(hostile_env, args, setup, fragm
     env = hostile_env
     if setup is not None:
         setup(env)
-    before = _checksum_without_fifos(env.root)
+    before = tree_checksum(env.root)
     result = env.fail(args)
     assert result['failed'] is True
     assert not result.get('changed')
     for fragment in fragments:
         assert fragment in result['msg']
     assert 'MODULE FAILURE' not in result['msg']
-    assert _checksum_without_fifos(env.root) == before
+    assert tree_checksum(env.root) == before
     assert env.tools.ran('lvchange') == []
     assert env.tools.ran('udevadm') == []
 
