@@ -67,6 +67,9 @@ DEFAULT_SIZE_MB = 1024
 DEFAULT_SEQUENTIAL_BLOCK_KB = 8
 DEFAULT_TIMEOUT = 900
 DEFAULT_TOLERANCE_PCT = 5.0
+# Off by default; when on, the random phase samples the device's MiB/s every this many seconds.
+DEFAULT_TIMELINE_INTERVAL = 0.0
+MIN_TIMELINE_INTERVAL = 0.1
 RECORD_MIN_KB = 8
 RECORD_MAX_KB = 16
 MAX_READ_AHEAD_KB = 65536
@@ -246,7 +249,7 @@ def page_kb():
     return max(1, mmap.PAGESIZE // KIB)
 
 
-def validate(values, readers, duration, sequential_block_kb, timeout):
+def validate(values, readers, duration, sequential_block_kb, timeout, timeline_interval=DEFAULT_TIMELINE_INTERVAL):
     """Check the sweep's own arguments; raise SweepError naming the option and the fix."""
     if not values:
         raise SweepError('sweep is empty: give the read_ahead_kb values to measure, for example %s.'
@@ -275,6 +278,9 @@ def validate(values, readers, duration, sequential_block_kb, timeout):
         raise SweepError('timeout=%d s is shorter than the random phases alone (%d values x duration=%d s = %d s): '
                          'raise timeout, lower duration or give fewer values.'
                          % (timeout, len(values), duration, len(values) * duration))
+    if timeline_interval != 0 and not MIN_TIMELINE_INTERVAL <= timeline_interval <= duration:
+        raise SweepError('timeline_interval=%s: give 0 (no timeline) or %s to duration=%d seconds.'
+                         % (timeline_interval, MIN_TIMELINE_INTERVAL, duration))
 
 
 def state_paths(root, device):
@@ -458,10 +464,12 @@ def restore(root, device, original_kb):
 
 def plan(root, path, values=DEFAULT_SWEEP, readers=DEFAULT_READERS, duration=DEFAULT_DURATION,
          size_mb=DEFAULT_SIZE_MB, sequential_block_kb=DEFAULT_SEQUENTIAL_BLOCK_KB, timeout=DEFAULT_TIMEOUT,
-         seed=probe.DEFAULT_SEED, caps=None, tolerance_pct=DEFAULT_TOLERANCE_PCT, statvfs=None, check_writable=True):
+         seed=probe.DEFAULT_SEED, caps=None, tolerance_pct=DEFAULT_TOLERANCE_PCT, statvfs=None, check_writable=True,
+         timeline_interval=DEFAULT_TIMELINE_INTERVAL):
     """Check everything that can be checked before the first write and return the plan (a dict)."""
     values = [int(v) for v in values]
-    validate(values, readers, duration, sequential_block_kb, timeout)
+    timeline_interval = float(timeline_interval or 0)
+    validate(values, readers, duration, sequential_block_kb, timeout, timeline_interval)
     recommend([{'read_ahead_kb': 0, 'reads': 1, 'reads_per_s': 1.0}], None, tolerance_pct)  # checks the tolerance
     largest = max(values)
     base = probe.plan(root, path, size_mb=size_mb, record_kb=RECORD_MAX_KB, reads=1, method='mmap',
@@ -499,6 +507,7 @@ def plan(root, path, values=DEFAULT_SWEEP, readers=DEFAULT_READERS, duration=DEF
         'seed': seed,
         'caps': caps,
         'tolerance_pct': tolerance_pct,
+        'timeline_interval': timeline_interval,
         'free_mb': base['free_mb'],
         'lock_file': lock_path,
         'state_file': state_path,
@@ -676,13 +685,17 @@ def reopen(fd, flags=os.O_RDONLY):
         return os.dup(fd)
 
 
-def random_phase(hooks, fd, size_bytes, make_records, readers, duration, deadline):
+def random_phase(hooks, fd, size_bytes, make_records, readers, duration, deadline, timeline_interval=0):
     """The Oak-like load for one value, for ``duration`` seconds; a dict of figures.
 
     The reads go in rounds: ``make_records(n)`` gives round n's records (sparse: at most 25% of
     the file at this read-ahead). When a round is done before the time is up, the mapping is
     closed (mapped pages cannot be evicted), the file evicted and the next round starts cold,
     so the load runs for the whole duration without reading pages an earlier round brought in.
+
+    With ``timeline_interval`` > 0 a :class:`Timeline` samples the device's MiB/s meanwhile
+    (started by ``hooks['sampler']``, default :func:`sampler_thread`); the figures then have
+    ``timeline``.
     """
     clock = hooks['clock']
     phase_fd = reopen(fd)
@@ -691,11 +704,16 @@ def random_phase(hooks, fd, size_bytes, make_records, readers, duration, deadlin
     cached = 0
     rounds = 0
     concurrent = True
+    timeline = None
+    stop_sampler = None
     try:
         probe.evict(phase_fd, size_bytes, hooks['sleep'], hooks['resident'])
         before = hooks['stat']()
         t0 = clock()
         end = min(t0 + duration, deadline)
+        if timeline_interval:
+            timeline = Timeline(hooks['stat'], clock, timeline_interval, before, t0)
+            stop_sampler = (hooks.get('sampler') or sampler_thread)(timeline)
         while clock() < end:
             records = make_records(rounds)
             mapping = hooks['mapping'](phase_fd, size_bytes)
@@ -714,11 +732,102 @@ def random_phase(hooks, fd, size_bytes, make_records, readers, duration, deadlin
             if sum(len(per) for per in per_reader) < len(records):
                 break  # the time ran out within the round
             probe.evict(phase_fd, size_bytes, hooks['sleep'], hooks['resident'])
+        if stop_sampler is not None:
+            stop_sampler()
+            stop_sampler = None
+            timeline.finish()
         elapsed = clock() - t0
         after, settled = probe.settle(hooks['stat'], clock, hooks['sleep'])
     finally:
+        if stop_sampler is not None:
+            stop_sampler()
         os.close(phase_fd)
-    return _random_figures(hooks, lat, rounds, asked_bytes, cached, concurrent, (before, after), (elapsed, settled))
+    figures = _random_figures(hooks, lat, rounds, asked_bytes, cached, concurrent, (before, after),
+                              (elapsed, settled))
+    if timeline is not None:
+        figures['timeline'] = timeline.points
+        figures['timeline_interval_s'] = timeline_interval
+    return figures
+
+
+class Timeline(object):
+    """The device's read MiB/s over one random phase, from its ``read_sectors`` counter.
+
+    ``points`` is a list of ``[seconds since the phase started, MiB/s]``, one per interval: the
+    time is the interval's end, the rate the sectors read in it over its real length (a late
+    sample gives a longer interval, not a wrong rate). :meth:`tick` samples when an interval is
+    due and is safe to call from several threads; :meth:`finish` adds the last, shorter
+    interval when it is at least half an interval long. The counters count I/O on completion,
+    as for the phase's totals.
+    """
+
+    def __init__(self, stat, clock, interval, before, t0):
+        self.stat = stat
+        self.clock = clock
+        self.interval = float(interval)
+        self.t0 = t0
+        self.last_t = t0
+        self.last_sectors = before['read_sectors']
+        self.points = []
+        self._lock = threading.Lock()
+
+    def next_due(self):
+        return self.last_t + self.interval
+
+    def tick(self):
+        """Sample if an interval has passed since the last sample; True if it sampled."""
+        if self.clock() < self.next_due() or not self._lock.acquire(False):
+            return False
+        try:
+            now = self.clock()
+            if now < self.next_due():
+                return False
+            self._sample(now)
+            return True
+        finally:
+            self._lock.release()
+
+    def finish(self):
+        with self._lock:
+            now = self.clock()
+            if now - self.last_t >= self.interval / 2.0:
+                self._sample(now)
+
+    def _sample(self, now):
+        sectors = self.stat()['read_sectors']
+        span = now - self.last_t
+        if sectors < self.last_sectors:
+            raise probe.ProbeError('the device\'s read_sectors counter went backwards (%d -> %d) during the '
+                                   'timeline: the counters were reset or wrapped. Run it again.'
+                                   % (self.last_sectors, sectors))
+        self.points.append([round(now - self.t0, 3),
+                            round((sectors - self.last_sectors) * probe.SECTOR_BYTES / float(MIB) / span, 2)])
+        self.last_t, self.last_sectors = now, sectors
+
+
+def sampler_thread(timeline, wait_floor=0.01):
+    """Tick ``timeline`` from a daemon thread until the returned function is called (it joins the thread)."""
+    stop = threading.Event()
+    errors = []
+
+    def work():
+        try:
+            while not stop.wait(max(wait_floor, timeline.next_due() - timeline.clock())):
+                timeline.tick()
+        except Exception as e:  # raised by the main thread once the phase ends
+            errors.append(e)
+
+    thread = threading.Thread(target=work)
+    thread.daemon = True
+    thread.start()
+
+    def stop_it():
+        stop.set()
+        while thread.is_alive():
+            thread.join(0.05)
+        if errors:
+            raise errors[0]
+    return stop_it
 
 
 def _random_figures(hooks, lat, rounds, asked_bytes, cached, concurrent, stats, times):
@@ -913,7 +1022,8 @@ def _measure(the_plan, hooks, deadline, results):
                 hooks['on_value'](value)
             entry = {'read_ahead_kb': value}
             entry.update(random_phase(hooks, fd, size_bytes, _records_for(the_plan, index, size_bytes),
-                                      the_plan['readers'], the_plan['duration'], deadline))
+                                      the_plan['readers'], the_plan['duration'], deadline,
+                                      the_plan.get('timeline_interval') or 0))
             entry.update(sequential_phase(hooks, fd, size_bytes, the_plan['sequential_block_kb'] * KIB,
                                           the_plan['duration'], deadline))
             entry['bound'] = bound(entry, the_plan['caps'])

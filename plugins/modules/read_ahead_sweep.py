@@ -120,6 +120,15 @@ options:
       - How far below the best random reads/s, in percent, a larger value may be and still be recommended.
     type: float
     default: 5.0
+  timeline_interval:
+    description:
+      - Seconds between samples of the device's read MiB/s during each random phase (C(timeline) in RV(results)),
+        from its C(/sys/block/<device>/stat) sectors read, by a thread apart from the readers. V(0) takes no
+        samples. Otherwise from 0.1 to O(duration).
+      - Shows whether the device runs flat at its throughput cap (the plateau of a large read-ahead under a
+        volume's MiB/s cap) or below it.
+    type: float
+    default: 0
   recover:
     description:
       - Only recover. Restore the C(read_ahead_kb) a killed sweep left on the device of O(path) from its state
@@ -185,6 +194,16 @@ EXAMPLES = r'''
     volume_type: io2
     iops: 16000
   become: true
+
+- name: The device's MiB/s every half second while 8 readers read at the current read-ahead (no change)
+  aemops.os_tuning.read_ahead_sweep:
+    path: /srv/aem
+    sweep: [4096]
+    readers: 8
+    duration: 20
+    timeline_interval: 0.5
+  become: true
+  register: plateau
 
 - name: After a sweep was killed (SIGKILL, a lost connection), put the original read-ahead back
   aemops.os_tuning.read_ahead_sweep:
@@ -270,7 +289,9 @@ results:
     per byte asked for), C(page_cache_amplification) (by mincore, noise-free), C(latency) (C(mean_ms), C(p50_ms),
     C(p99_ms), C(max_ms)), C(concurrent), C(noisy), C(noise_reason), C(bound) (C(iops) or C(throughput) when the
     device ran at 90% of that cap, else C(none)); the sequential phase C(seq_bytes), C(seq_elapsed_s),
-    C(seq_mib_s), C(seq_device_read_bytes), C(seq_whole_file).
+    C(seq_mib_s), C(seq_device_read_bytes), C(seq_whole_file). With O(timeline_interval) set also C(timeline), a list
+    of C([seconds, MiB/s]) pairs, one per interval of the random phase (seconds since it started, at the interval's
+    end; the device's read MiB/s in that interval), and C(timeline_interval_s).
   returned: always
   type: list
   elements: dict
@@ -349,7 +370,8 @@ def run(module, root):
         caps = sweep.volume_caps(p['volume_type'], p['volume_size_gb'], p['iops'], p['throughput_mibps'])
         the_plan = sweep.plan(root, p['path'], values=p['sweep'], readers=p['readers'], duration=p['duration'],
                               size_mb=p['size_mb'], sequential_block_kb=p['sequential_block_kb'],
-                              timeout=p['timeout'], seed=p['seed'], caps=caps, tolerance_pct=p['tolerance_pct'])
+                              timeout=p['timeout'], seed=p['seed'], caps=caps, tolerance_pct=p['tolerance_pct'],
+                              timeline_interval=p['timeline_interval'])
         if module.check_mode:
             result = sweep.check_mode_result(the_plan)
         else:
@@ -397,6 +419,7 @@ def main():
             iops=dict(type='int'),
             throughput_mibps=dict(type='float'),
             tolerance_pct=dict(type='float', default=sweep.DEFAULT_TOLERANCE_PCT),
+            timeline_interval=dict(type='float', default=sweep.DEFAULT_TIMELINE_INTERVAL),
             recover=dict(type='bool', default=False),
         ),
         supports_check_mode=True,

@@ -78,6 +78,8 @@ class Volume(object):
         self.jitter = jitter or {}
         self.mappings = 0
         self.closed = 0
+        self.timelines = []
+        self.stopped = 0
 
     def ra_bytes(self):
         return ra(self.host) * KIB
@@ -111,6 +113,8 @@ class Volume(object):
                     vol.ios += 1
                     vol.sectors += window // 512
                     vol.cached += window // probe.PAGE_BYTES
+                    for timeline in vol.timelines:
+                        timeline.tick()
                     return length
                 return read
 
@@ -126,10 +130,19 @@ class Volume(object):
             return length
         return read
 
+    def sampler(self, timeline):
+        """sampler_thread's contract, deterministic: the timeline ticks after each simulated read."""
+        self.timelines.append(timeline)
+
+        def stop():
+            self.timelines.remove(timeline)
+            self.stopped += 1
+        return stop
+
     def hooks(self, **extra):
         hooks = {'clock': self.clock, 'sleep': self.sleep, 'stat': self.stat, 'resident': self.resident,
                  'mapping': self.mapping, 'runner': serial_runner, 'seq_reader': self.seq_reader,
-                 'data': lambda n: b'\xa5' * n, 'noise_rate': 0.0}
+                 'data': lambda n: b'\xa5' * n, 'noise_rate': 0.0, 'sampler': self.sampler}
         hooks.update(extra)
         return hooks
 
@@ -315,6 +328,9 @@ def test_plan_on_partition_sweeps_the_whole_disk(host):
     ({'timeout': 5}, 'timeout=5 s is shorter than the random phases alone (6 values x duration=1 s'),
     ({'values': [4096], 'size_mb': 8}, 'Raise size_mb to at least 16'),
     ({'tolerance_pct': 150}, 'tolerance_pct=150'),
+    ({'timeline_interval': 0.05}, 'timeline_interval=0.05: give 0 (no timeline) or 0.1 to duration=1'),
+    ({'timeline_interval': 1.5}, 'timeline_interval=1.5'),
+    ({'timeline_interval': -1}, 'timeline_interval=-1'),
 ])
 def test_plan_rejects_bad_arguments(host, kwargs, words):
     before = tree_checksum(host.root)
@@ -418,6 +434,74 @@ def test_run_success_measures_each_value_and_restores(host):
     assert 'within 5% of the best (3000.0 at 8 KiB, threshold 2850.0)' in result['why']
     assert len(result['table']) == 6 and result['table'][3].startswith('   32 KiB: ')
     assert result['warnings'] == []
+    assert all('timeline' not in r for r in result['results']) and vol.stopped == 0   # off by default
+
+
+def test_run_timeline_shows_the_plateau_and_its_end(host):
+    """256 KiB runs flat at the 125 MiB/s cap in every interval; 8 KiB far below it (IOPS-bound)."""
+    vol = Volume(host)
+    result = sweep.run(make_plan(host, values=[256, 8], duration=2, timeline_interval=0.5), vol.hooks())
+    assert ra(host) == 4096 and vol.stopped == 2 and vol.timelines == []
+    at256, at8 = result['results']
+    for r in (at256, at8):
+        times = [t for t, rate in r['timeline']]
+        assert r['timeline_interval_s'] == 0.5
+        assert len(times) == 4 and times == sorted(times)
+        spans = [b - a for a, b in zip([0.0] + times, times)]
+        assert all(span >= 0.5 - 1e-9 for span in spans[:-1]) and spans[-1] >= 0.25   # the last: finish()
+        assert times[-1] == pytest.approx(2.0, abs=0.01)
+    assert all(rate == pytest.approx(125.0, rel=0.01) for t, rate in at256['timeline'])
+    # 8-16 KiB records at 3000 IOPS: 23.4 to 46.9 MiB/s, about 35 on average
+    assert all(23.0 < rate < 47.0 for t, rate in at8['timeline'])
+    mean8 = sum(rate for t, rate in at8['timeline']) / len(at8['timeline'])
+    assert mean8 == pytest.approx(at8['device_mib_s'], rel=0.05)
+
+
+def test_timeline_samples_when_due_at_the_intervals_rate():
+    now = [10.0]
+    sectors = [1000]
+    timeline = sweep.Timeline(lambda: {'read_sectors': sectors[0]}, lambda: now[0], 1.0, {'read_sectors': 1000}, 10.0)
+    now[0], sectors[0] = 10.9, 1000 + 2048 * 50
+    assert timeline.tick() is False and timeline.points == []           # not due yet
+    now[0] = 11.25                                                        # late: the interval is 1.25 s long
+    assert timeline.tick() is True and timeline.points == [[1.25, 40.0]]
+    now[0], sectors[0] = 11.75, sectors[0] + 2048 * 10                    # half an interval: finish keeps it
+    timeline.finish()
+    assert timeline.points == [[1.25, 40.0], [1.75, 20.0]]
+    now[0] = 12.2                                                         # under half an interval: dropped
+    timeline.finish()
+    assert len(timeline.points) == 2
+    now[0], sectors[0] = 14.0, 5
+    with pytest.raises(probe.ProbeError) as exc:
+        timeline.tick()
+    assert 'went backwards' in str(exc.value)
+
+
+def test_sampler_thread_samples_in_real_time_and_reports_its_error():
+    clock = probe._default_clock()
+    t0 = clock()
+    rate = 100.0                                                          # MiB/s, as sectors over real time
+    stat = lambda: {'read_sectors': int((clock() - t0) * rate * 2048)}  # noqa: E731
+    timeline = sweep.Timeline(stat, clock, 0.05, {'read_sectors': 0}, t0)
+    before = threading.active_count()
+    stop = sweep.sampler_thread(timeline)
+    while clock() - t0 < 0.4:
+        pass
+    stop()
+    assert threading.active_count() == before
+    assert len(timeline.points) >= 4
+    assert all(r == pytest.approx(rate, rel=0.1) for t, r in timeline.points)
+
+    def broken():
+        raise probe.ProbeError('sda has no I/O counters')
+
+    stop = sweep.sampler_thread(sweep.Timeline(broken, clock, 0.1, {'read_sectors': 0}, clock()))
+    time_limit = clock() + 0.5
+    while clock() < time_limit:
+        pass
+    with pytest.raises(probe.ProbeError) as exc:
+        stop()
+    assert 'no I/O counters' in str(exc.value)
 
 
 def test_run_with_threads(host):

@@ -101,6 +101,16 @@ def test_sweep_through_main(host, simulated, warnings):
     assert 'path' not in result and 'warnings' not in result and warnings == []
 
 
+def test_timeline_through_main(host, simulated):
+    result = run_module(read_ahead_sweep.main, dict(SMALL, sweep=[4096], size_mb=16, timeline_interval=0.25))
+    assert simulated['plan']['timeline_interval'] == 0.25
+    timeline = result['results'][0]['timeline']
+    assert len(timeline) == 4 and all(rate == pytest.approx(125.0, rel=0.01) for t, rate in timeline)
+    assert ra(host) == 4096
+    plain = run_module(read_ahead_sweep.main, dict(SMALL, sweep=[8]))
+    assert 'timeline' not in plain['results'][0]
+
+
 def test_failure_returns_the_values_measured_and_restores(host, simulated):
     simulated['fail_at'] = 32
     result = run_module(read_ahead_sweep.main, SMALL, failed=True)
@@ -131,6 +141,7 @@ def test_recover_call(host):
     ({'volume_type': 'gp2'}, 'give volume_size_gb'),
     ({'volume_type': 'io2'}, 'give its iops'),
     ({'timeout': 2}, 'timeout=2 s is shorter'),
+    ({'timeline_interval': 2.0}, 'timeline_interval=2.0'),
     ({'path': '/tmp'}, 'no device read-ahead to measure'),
     ({'path': '/opt/aem/nowhere'}, 'does not exist'),
 ])
