@@ -225,9 +225,13 @@ molecule: venv ## molecule test of the VM scenarios and of controllers on 2.19/2
 run: venv ## The main job: boot the VM preset (RHEL 8 on Nitro) and fix it with playbooks/migrate-aem.yml
 	scripts/run-demo
 
-.PHONY: bench
-bench: venv ## Measure on the VM: io_probe at read-ahead 4096/128/32 KiB, and role vs manual playbook; writes bench/RESULTS.md
+.PHONY: bench bench-caps
+bench: venv ## Measure on the VM: io_probe at 4096/128/32 KiB, role vs manual playbook, then bench-caps; writes bench/RESULTS.md
 	bench/run.sh
+	bench/caps.sh
+
+bench-caps: venv ## Only the plateau under EBS-like caps (BENCH_CAPS=gp3): MiB/s over time before/after the role, the sweep, charts
+	bench/caps.sh
 
 .PHONY: build-test ee
 build-test: venv ## Build the tarball, install it elsewhere, use it by FQCN only (ansible-doc, syntax checks)

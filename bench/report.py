@@ -16,6 +16,16 @@ Subcommands (run with the controller venv's Python):
   collect RAWDIR OUT.json             every record and the environment in one JSON document
   render IN.json OUT.md               bench/RESULTS.md from that document: the numbers are computed here
                                       (render_context), bench/RESULTS.md.j2 lays them out (Jinja2)
+
+bench/caps.sh (the plateau under EBS-like caps) adds:
+
+  caps-record --phase P --round R --load X --load-after Y --out F < ansible-output
+      The result of one ``ansible -m aemops.os_tuning.read_ahead_sweep`` run as JSON. Fails when the
+      sweep failed or did not restore the device; for before/after (one value) also when the
+      device was not at that value already (the sweep must measure the current state, not set it).
+  caps-collect RAWDIR OUT.json        the records and their summary under the key "caps" of OUT.json;
+                                      the other keys are kept (collect keeps "caps" in turn)
+  charts IN.json OUTDIR               the PNG charts of the caps results (matplotlib, Agg backend)
 """
 
 from __future__ import absolute_import, division, print_function
@@ -193,7 +203,11 @@ def cmd_brief(args):
     parts = []
     for path in args.files:
         rec = read_json(path)
-        if 'result' in rec:
+        if 'phase' in rec:
+            parts.extend(caps_brief(r) for r in rec['result']['results'])
+            if rec['result'].get('recommended_kb') is not None and len(rec['result']['results']) > 1:
+                parts.append('recommended %s KiB' % rec['result']['recommended_kb'])
+        elif 'result' in rec:
             r = rec['result']
             parts.append('%s %s reads %.1fx p50 %.3f ms p99 %.3f ms%s'
                          % (rec['label'], r['reads'], r['read_amplification'], r['latency']['p50_ms'],
@@ -352,6 +366,10 @@ def cmd_collect(args):
                    'probes': [p for p in probes if p['round'] != 'role']},
         'cost': {'summary': summarize_cost(cost), 'runs': cost},
     }
+    if os.path.exists(args.out):  # bench/caps.sh's section, measured apart, is kept
+        caps = read_json(args.out).get('caps')
+        if caps is not None:
+            doc['caps'] = caps
     write_json(args.out, doc)
 
 
@@ -367,6 +385,11 @@ def fmt(value, digits=1):
 
 def fmt_ms(value):
     return fmt(value, 3 if value < 1 else 2)
+
+
+def fmt_ratio(value):
+    """A ratio with 2 significant digits at least: 96.2, 1.35, 0.011."""
+    return fmt(value, 1 if value >= 10 else 2 if value >= 0.1 else 3)
 
 
 def thousands(value):
@@ -495,6 +518,7 @@ def render_context(doc):
         'costly_role_tasks': costly_tasks(summary, 'role'),
         'costly_manual_tasks': costly_tasks(summary, 'manual'),
         'bar_module_executions': BAR_MODULE_EXECUTIONS,
+        'caps': caps_context(doc['caps']) if doc.get('caps') else None,
     }
 
 
@@ -503,7 +527,7 @@ def render(doc):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.dirname(os.path.abspath(__file__))),
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=True, autoescape=False)
-    env.filters.update({'f': fmt, 'ms': fmt_ms, 'thousands': thousands})
+    env.filters.update({'f': fmt, 'ms': fmt_ms, 'thousands': thousands, 'ratio': fmt_ratio})
     return env.get_template(TEMPLATE).render(**render_context(doc))
 
 
@@ -511,6 +535,292 @@ def cmd_render(args):
     text = render(read_json(args.json))
     with io.open(args.md, 'w', encoding='utf-8') as f:
         f.write(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Caps (bench/caps.sh): the plateau under EBS-like caps, before and after the role
+
+CAPS_PHASES = ('before', 'after')
+# A timeline sample is "at the cap" from this share of the throughput cap on (the module's bound rule).
+AT_CAP_SHARE = 0.9
+CAPS_METRICS = ('reads_per_s', 'p50_ms', 'p99_ms', 'device_mib_s', 'useful_mib_s', 'device_iops',
+                'read_amplification', 'seq_mib_s', 'at_cap_share')
+
+
+def caps_brief(r):
+    lat = r.get('latency') or {}
+    return ('%d KiB %s reads/s p50 %s ms p99 %s ms device %s MiB/s %s IOPS amplification %sx seq %s MiB/s%s'
+            % (r['read_ahead_kb'], r.get('reads_per_s'), lat.get('p50_ms'), lat.get('p99_ms'), r.get('device_mib_s'),
+               r.get('device_iops'), r.get('read_amplification'), r.get('seq_mib_s'),
+               ' (noisy)' if r.get('noisy') else ''))
+
+
+def cmd_caps_record(args):
+    status, result = adhoc_result(sys.stdin.read())
+    if status not in ('SUCCESS', 'CHANGED') or not result.get('measured'):
+        fail('read_ahead_sweep did not measure (%s): %s' % (status, result.get('msg', result)))
+    if not result.get('restored') or result.get('restored_kb') != result.get('original_kb'):
+        fail('read_ahead_sweep did not restore %s: %s' % (result.get('device'), result.get('msg', '')))
+    if args.phase in CAPS_PHASES and result['sweep'] != [result['original_kb']]:
+        fail('%s round %s: the sweep measured %s, but the device was at %s KiB: it must measure the current value'
+             % (args.phase, args.round, result['sweep'], result['original_kb']))
+    record = {'phase': args.phase, 'round': args.round, 'host_load': args.load,
+              'host_load_after': args.load_after, 'result': result}
+    write_json(args.out, record)
+
+
+def useful_mib_s(r):
+    """MiB/s the readers asked for (the records' bytes), against the device's MiB/s."""
+    if not r.get('elapsed_s'):
+        return None
+    return round(r['asked_bytes'] / 1048576.0 / r['elapsed_s'], 3)
+
+
+def at_cap_share(r, mib_s_cap):
+    """Share of the timeline's samples at AT_CAP_SHARE of the throughput cap or more."""
+    points = r.get('timeline') or []
+    if not points or not mib_s_cap:
+        return None
+    return round(sum(1 for t, rate in points if rate >= AT_CAP_SHARE * mib_s_cap) / float(len(points)), 3)
+
+
+def caps_figures(r, mib_s_cap):
+    lat = r.get('latency') or {}
+    return {'read_ahead_kb': r['read_ahead_kb'], 'reads_per_s': r.get('reads_per_s'), 'p50_ms': lat.get('p50_ms'),
+            'p99_ms': lat.get('p99_ms'), 'device_mib_s': r.get('device_mib_s'), 'useful_mib_s': useful_mib_s(r),
+            'device_iops': r.get('device_iops'), 'read_amplification': r.get('read_amplification'),
+            'seq_mib_s': r.get('seq_mib_s'), 'at_cap_share': at_cap_share(r, mib_s_cap),
+            'noisy': bool(r.get('noisy')), 'bound': r.get('bound')}
+
+
+def summarize_caps(records):
+    """Medians per phase (before, after) over the rounds, the ratios after/before, and the sweep."""
+    mib_s_cap = None
+    for rec in records:
+        mib_s_cap = rec['result']['caps']['mib_s']
+    phases = {}
+    for phase in CAPS_PHASES:
+        rows = [caps_figures(rec['result']['results'][0], mib_s_cap) for rec in records if rec['phase'] == phase]
+        if not rows:
+            continue
+        summary = {'rounds': len(rows), 'read_ahead_kb': sorted(set(r['read_ahead_kb'] for r in rows)),
+                   'noisy_rounds': sum(1 for r in rows if r['noisy']),
+                   'bound': sorted(set(r['bound'] for r in rows))}
+        for key in CAPS_METRICS:
+            values = [r[key] for r in rows if r[key] is not None]
+            summary[key] = spread(values) if values else None
+        phases[phase] = summary
+    ratios = {}
+    if 'before' in phases and 'after' in phases:
+        for key in CAPS_METRICS:
+            a, b = phases['after'].get(key), phases['before'].get(key)
+            if a and b and b['median']:
+                ratios[key] = round(a['median'] / b['median'], 3)
+    sweep = [rec['result'] for rec in records if rec['phase'] == 'sweep']
+    trade = None
+    if sweep:
+        res = sweep[-1]
+        trade = {'rows': [caps_figures(r, mib_s_cap) for r in res['results']], 'table': res.get('table'),
+                 'recommended_kb': res.get('recommended_kb'), 'why': res.get('why'), 'best_kb': res.get('best_kb'),
+                 'best_reads_per_s': res.get('best_reads_per_s'),
+                 'threshold_reads_per_s': res.get('threshold_reads_per_s'), 'within_kb': res.get('within_kb'),
+                 'excluded_noisy_kb': res.get('excluded_noisy_kb'), 'tolerance_pct': 5.0,
+                 'caps': res.get('caps'), 'original_kb': res.get('original_kb')}
+    return {'phases': phases, 'ratio_after_to_before': ratios, 'sweep': trade, 'mib_s_cap': mib_s_cap}
+
+
+def cmd_caps_collect(args):
+    raw = args.raw
+    records = [read_json(p) for p in sorted(glob.glob(os.path.join(raw, 'sweeps', '*.json')))]
+    order = list(CAPS_PHASES) + ['sweep']
+    records.sort(key=lambda r: (order.index(r['phase']), r['round']))
+    host = read_kv(os.path.join(raw, 'env-host.txt'))
+    guest = read_kv(os.path.join(raw, 'env-guest.txt'))
+    with io.open(os.path.join(raw, 'started'), encoding='utf-8') as f:
+        started = f.read().strip()
+    with io.open(os.path.join(raw, 'duration_s'), encoding='utf-8') as f:
+        duration = int(f.read().strip())
+    phases = []
+    with io.open(os.path.join(raw, 'phases.txt'), encoding='utf-8') as f:
+        for line in f:
+            name, seconds = line.split()
+            phases.append({'phase': name, 'seconds': int(seconds)})
+    config_keys = ('runs', 'duration', 'readers', 'size_mb', 'interval', 'sweep_duration', 'sweep_values',
+                   'nvme_caps', 'volume')
+    config = dict((k, host[k]) for k in config_keys)
+    for key in ('runs', 'duration', 'readers', 'size_mb', 'sweep_duration'):
+        config[key] = int(config[key])
+    config['interval'] = float(config['interval'])
+    config['sweep_values'] = [int(x) for x in config['sweep_values'].split(',')]
+    loads = [float(r[k]) for r in records for k in ('host_load', 'host_load_after')]
+    caps = {
+        'schema': SCHEMA,
+        'started': started,
+        'duration_s': duration,
+        'command': 'make bench-caps',
+        'config': config,
+        'host': dict((k, v) for k, v in host.items() if k not in config_keys),
+        'vm': guest,
+        'phase_seconds': phases,
+        'host_load_1min': spread(loads) if loads else None,
+        'summary': summarize_caps(records),
+        'records': records,
+    }
+    doc = read_json(args.out) if os.path.exists(args.out) else {}
+    doc['caps'] = caps
+    write_json(args.out, doc)
+
+
+def caps_context(caps):
+    """The numbers of the caps section of RESULTS.md."""
+    summary = caps['summary']
+    phases = summary['phases']
+    rows = []
+    labels = {'reads_per_s': ('random reads/s', 1), 'p50_ms': ('p50 latency ms', 2), 'p99_ms': ('p99 latency ms', 2),
+              'device_mib_s': ('device MiB/s', 1), 'useful_mib_s': ('useful MiB/s (asked for)', 2),
+              'device_iops': ('device IOPS', 0), 'read_amplification': ('read amplification', 1),
+              'at_cap_share': ('timeline samples at >= 90% of the MiB/s cap', 2),
+              'seq_mib_s': ('sequential MiB/s (cold read)', 1)}
+    for key in ('reads_per_s', 'p50_ms', 'p99_ms', 'device_mib_s', 'useful_mib_s', 'device_iops',
+                'read_amplification', 'at_cap_share', 'seq_mib_s'):
+        before, after = (phases.get('before') or {}).get(key), (phases.get('after') or {}).get(key)
+        if not before and not after:
+            continue
+        rows.append({'label': labels[key][0], 'digits': labels[key][1], 'before': before, 'after': after,
+                     'ratio': summary['ratio_after_to_before'].get(key)})
+    checkout_info = checkout(caps['host'])
+    if checkout_info is not None:
+        checkout_info['dirty_code'] = caps['host'].get('git_dirty_code', '')
+    minutes, seconds = divmod(caps['duration_s'], 60)
+    sweep = summary.get('sweep')
+    return {'c': caps, 'cfg': caps['config'], 'host': caps['host'], 'vm': caps['vm'], 'phases': phases,
+            'rows': rows, 'ratios': summary['ratio_after_to_before'], 'sweep': sweep,
+            'checkout': checkout_info, 'minutes': minutes, 'seconds': seconds,
+            'mib_s_cap': summary['mib_s_cap'], 'load': caps.get('host_load_1min'),
+            'phase_seconds': caps['phase_seconds'], 'charts': CHARTS}
+
+
+# ---------------------------------------------------------------------------------------------
+# Charts of the caps results (PNG, matplotlib's Agg backend: no display needed)
+
+CHARTS = {'timeline': 'charts/caps-timeline.png', 'amplification': 'charts/caps-amplification-p99.png',
+          'sequential': 'charts/caps-sequential.png'}
+PHASE_STYLE = {'before': ('#c0392b', 'before: tuned preset'), 'after': ('#2471a3', 'after: aem_tuning role')}
+
+
+def cmd_charts(args):
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+    caps = read_json(args.json).get('caps')
+    if not caps:
+        fail('%s has no "caps" section: run bench/caps.sh (make bench-caps) first' % args.json)
+    summary = caps['summary']
+    cap = summary['mib_s_cap']
+    cap_iops = (summary['sweep'] or {}).get('caps', {}).get('iops') if summary.get('sweep') else None
+    sub = 'QEMU-throttled NVMe (AEMOPS_VM_NVME_CAPS=%s), %s readers of random 8-16 KiB mmap reads; commit %s' % (
+        caps['config']['nvme_caps'], caps['config']['readers'], caps['host'].get('git_commit', '?')[:10])
+    if not os.path.isdir(args.outdir):
+        os.makedirs(args.outdir)
+    written = []
+
+    # 1. Device MiB/s over time, before and after
+    fig, ax = plt.subplots(figsize=(9, 4.8), dpi=110)
+    for phase in CAPS_PHASES:
+        color, label = PHASE_STYLE[phase]
+        recs = [r for r in caps['records'] if r['phase'] == phase]
+        med = summary['phases'].get(phase) or {}
+        for i, rec in enumerate(recs):
+            r = rec['result']['results'][0]
+            points = r.get('timeline') or []
+            if not points:
+                continue
+            text = None
+            if i == 0:
+                text = '%s, %d KiB (median %s reads/s, amplification %sx, p99 %s ms)' % (
+                    label, r['read_ahead_kb'], fmt(med['reads_per_s']['median'], 0),
+                    fmt(med['read_amplification']['median'], 1), fmt(med['p99_ms']['median'], 1))
+            ax.plot([0.0] + [p[0] for p in points], [points[0][1]] + [p[1] for p in points],
+                    drawstyle='steps-pre', color=color, alpha=0.9 if i == 0 else 0.45, lw=1.6, label=text)
+    if cap:
+        ax.axhline(cap, color='black', ls='--', lw=1.2, label='throughput cap %g MiB/s' % cap)
+    ax.set_xlabel('seconds into the random phase (each line one round)')
+    ax.set_ylabel('device read MiB/s (per %g s)' % caps['config']['interval'])
+    ax.set_ylim(0, max(cap or 0, max([p[1] for rec in caps['records'] if rec['phase'] in CAPS_PHASES
+                                      for p in rec['result']['results'][0].get('timeline') or []] or [1])) * 1.25)
+    ax.set_title('Device MiB/s under the cap: read-ahead 4096 KiB (before) vs 32 KiB (after)', fontsize=11)
+    ax.legend(loc='upper right', fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.text(0.01, 0.01, sub, fontsize=7, color='#555555')
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    written.append(os.path.join(args.outdir, os.path.basename(CHARTS['timeline'])))
+    fig.savefig(written[-1])
+    plt.close(fig)
+
+    sweep = summary.get('sweep')
+    if sweep:
+        rows = sorted(sweep['rows'], key=lambda r: r['read_ahead_kb'])
+        xs = [r['read_ahead_kb'] for r in rows]
+
+        def log2_axis(ax):
+            ax.set_xscale('log', base=2)
+            ax.xaxis.set_major_locator(FixedLocator(xs))
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter([str(x) for x in xs]))
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.set_xlabel('read_ahead_kb')
+            rec = sweep['recommended_kb']
+            if rec is not None:
+                ax.axvline(rec, color='#27ae60', ls=':', lw=1.5, label='recommended %s KiB' % rec)
+
+        # 2. Amplification and p99 latency against read-ahead
+        fig, ax = plt.subplots(figsize=(9, 4.8), dpi=110)
+        ax.plot(xs, [r['read_amplification'] for r in rows], 'o-', color='#c0392b', label='read amplification')
+        ax.set_yscale('log')
+        ax.set_ylabel('read amplification (device bytes / bytes asked), log', color='#c0392b')
+        log2_axis(ax)
+        ax2 = ax.twinx()
+        ax2.plot(xs, [r['p99_ms'] for r in rows], 's--', color='#2471a3', label='p99 latency')
+        ax2.plot(xs, [r['p50_ms'] for r in rows], '^:', color='#5dade2', label='p50 latency')
+        ax2.set_ylabel('latency ms', color='#2471a3')
+        ax2.set_ylim(0, max(r['p99_ms'] for r in rows) * 1.15)
+        lines = ax.get_legend_handles_labels()
+        lines2 = ax2.get_legend_handles_labels()
+        ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc='upper left', fontsize=8)
+        ax.set_title('Random 8-16 KiB mmap reads: amplification and latency against read-ahead', fontsize=11)
+        ax.grid(alpha=0.3)
+        fig.text(0.01, 0.01, sub, fontsize=7, color='#555555')
+        fig.tight_layout(rect=(0, 0.03, 1, 1))
+        written.append(os.path.join(args.outdir, os.path.basename(CHARTS['amplification'])))
+        fig.savefig(written[-1])
+        plt.close(fig)
+
+        # 3. Sequential MiB/s against read-ahead (with random reads/s for the trade-off)
+        fig, ax = plt.subplots(figsize=(9, 4.8), dpi=110)
+        ax.plot(xs, [r['seq_mib_s'] for r in rows], 'o-', color='#8e44ad', label='sequential MiB/s (cold read)')
+        if cap:
+            ax.axhline(cap, color='black', ls='--', lw=1.2, label='throughput cap %g MiB/s' % cap)
+        ax.set_ylabel('sequential MiB/s', color='#8e44ad')
+        ax.set_ylim(0, max([r['seq_mib_s'] or 0 for r in rows] + [cap or 0]) * 1.2)
+        log2_axis(ax)
+        ax2 = ax.twinx()
+        ax2.plot(xs, [r['reads_per_s'] for r in rows], 's--', color='#d35400', label='random reads/s')
+        ax2.set_ylabel('random reads/s', color='#d35400')
+        ax2.set_ylim(0, max(r['reads_per_s'] for r in rows) * 1.2)
+        lines = ax.get_legend_handles_labels()
+        lines2 = ax2.get_legend_handles_labels()
+        ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc='lower right', fontsize=8)
+        ax.set_title('The trade-off: sequential MiB/s and random reads/s against read-ahead', fontsize=11)
+        ax.grid(alpha=0.3)
+        note = sub if cap_iops is None else '%s; caps %s IOPS, %g MiB/s' % (sub, cap_iops, cap)
+        fig.text(0.01, 0.01, note, fontsize=7, color='#555555')
+        fig.tight_layout(rect=(0, 0.03, 1, 1))
+        written.append(os.path.join(args.outdir, os.path.basename(CHARTS['sequential'])))
+        fig.savefig(written[-1])
+        plt.close(fig)
+    print('charts: %s' % ' '.join(written))
 
 
 def main(argv=None):
@@ -547,6 +857,21 @@ def main(argv=None):
     p.add_argument('json')
     p.add_argument('md')
     p.set_defaults(func=cmd_render)
+    p = sub.add_parser('caps-record')
+    p.add_argument('--phase', required=True, choices=list(CAPS_PHASES) + ['sweep'])
+    p.add_argument('--round', type=int, required=True)
+    p.add_argument('--load', required=True)
+    p.add_argument('--load-after', required=True)
+    p.add_argument('--out', required=True)
+    p.set_defaults(func=cmd_caps_record)
+    p = sub.add_parser('caps-collect')
+    p.add_argument('raw')
+    p.add_argument('out')
+    p.set_defaults(func=cmd_caps_collect)
+    p = sub.add_parser('charts')
+    p.add_argument('json')
+    p.add_argument('outdir')
+    p.set_defaults(func=cmd_charts)
     args = parser.parse_args(argv)
     args.func(args)
 

@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 #
-# make bench: measure on the test VM ("RHEL 8 on Nitro" preset, tests/vm/)
+# make bench, first part: measure on the test VM ("RHEL 8 on Nitro" preset, tests/vm/); the second
+# part, bench/caps.sh (also make bench-caps), measures the plateau under EBS-like caps
 #
 #   1. Effect: read amplification and p50/p99 latency of random 8 KiB mmap reads (the
 #      aemops.os_tuning.io_probe module, run with `ansible -m`) on an NVMe data disk (ext4
