@@ -748,8 +748,9 @@ def cmd_charts(args):
         ax.axhline(cap, color='black', ls='--', lw=1.2, label='throughput cap %g MiB/s' % cap)
     ax.set_xlabel('seconds into the random phase (each line one round)')
     ax.set_ylabel('device read MiB/s (per %g s)' % caps['config']['interval'])
-    ax.set_ylim(0, max(cap or 0, max([p[1] for rec in caps['records'] if rec['phase'] in CAPS_PHASES
-                                      for p in rec['result']['results'][0].get('timeline') or []] or [1])) * 1.25)
+    peak = [p[1] for rec in caps['records'] if rec['phase'] in CAPS_PHASES
+            for p in rec['result']['results'][0].get('timeline') or []]
+    ax.set_ylim(0, max([cap or 0, 1] + peak) * 1.25)
     ax.set_title('Device MiB/s under the cap: read-ahead 4096 KiB (before) vs 32 KiB (after)', fontsize=11)
     ax.legend(loc='upper right', fontsize=8)
     ax.grid(alpha=0.3)

@@ -481,7 +481,10 @@ def test_sampler_thread_samples_in_real_time_and_reports_its_error():
     clock = probe._default_clock()
     t0 = clock()
     rate = 100.0                                                          # MiB/s, as sectors over real time
-    stat = lambda: {'read_sectors': int((clock() - t0) * rate * 2048)}  # noqa: E731
+
+    def stat():
+        return {'read_sectors': int((clock() - t0) * rate * 2048)}
+
     timeline = sweep.Timeline(stat, clock, 0.05, {'read_sectors': 0}, t0)
     before = threading.active_count()
     stop = sweep.sampler_thread(timeline)
