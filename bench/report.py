@@ -541,10 +541,11 @@ def cmd_render(args):
 # Caps (bench/caps.sh): the plateau under EBS-like caps, before and after the role
 
 CAPS_PHASES = ('before', 'after')
-# A timeline sample is "at the cap" from this share of the throughput cap on (the module's bound rule).
-AT_CAP_SHARE = 0.9
+# The timeline's 0.5 s samples of QEMU's throttled device alternate above and below the cap (the
+# throttle admits I/O in bursts), so the chart and the figures use windows of this many seconds.
+WINDOW_S = 1.0
 CAPS_METRICS = ('reads_per_s', 'p50_ms', 'p99_ms', 'device_mib_s', 'useful_mib_s', 'device_iops',
-                'read_amplification', 'seq_mib_s', 'at_cap_share')
+                'read_amplification', 'cap_share', 'window_p10_mib_s', 'window_p90_mib_s', 'seq_mib_s')
 
 
 def caps_brief(r):
@@ -576,20 +577,38 @@ def useful_mib_s(r):
     return round(r['asked_bytes'] / 1048576.0 / r['elapsed_s'], 3)
 
 
-def at_cap_share(r, mib_s_cap):
-    """Share of the timeline's samples at AT_CAP_SHARE of the throughput cap or more."""
-    points = r.get('timeline') or []
-    if not points or not mib_s_cap:
-        return None
-    return round(sum(1 for t, rate in points if rate >= AT_CAP_SHARE * mib_s_cap) / float(len(points)), 3)
+def windows(points, seconds=WINDOW_S):
+    """The timeline's [end s, MiB/s] samples merged into consecutive windows of at least ``seconds``
+    (MiB/s weighted by each sample's span); a last window shorter than that is dropped."""
+    merged = []
+    start = 0.0
+    acc = span = 0.0
+    for t, rate in points:
+        acc += rate * (t - start)
+        span += t - start
+        start = t
+        if span >= seconds - 1e-6:
+            merged.append([round(t, 3), round(acc / span, 2)])
+            acc = span = 0.0
+    return merged
+
+
+def percentile(values, share):
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(round(share * len(ordered) + 0.5)) - 1))]
 
 
 def caps_figures(r, mib_s_cap):
     lat = r.get('latency') or {}
+    win = [rate for t, rate in windows(r.get('timeline') or [])]
     return {'read_ahead_kb': r['read_ahead_kb'], 'reads_per_s': r.get('reads_per_s'), 'p50_ms': lat.get('p50_ms'),
             'p99_ms': lat.get('p99_ms'), 'device_mib_s': r.get('device_mib_s'), 'useful_mib_s': useful_mib_s(r),
             'device_iops': r.get('device_iops'), 'read_amplification': r.get('read_amplification'),
-            'seq_mib_s': r.get('seq_mib_s'), 'at_cap_share': at_cap_share(r, mib_s_cap),
+            'seq_mib_s': r.get('seq_mib_s'),
+            'cap_share': round(r['device_mib_s'] / mib_s_cap, 3) if mib_s_cap and r.get('device_mib_s') else None,
+            'window_p10_mib_s': percentile(win, 0.1) if win else None,
+            'window_p90_mib_s': percentile(win, 0.9) if win else None,
             'noisy': bool(r.get('noisy')), 'bound': r.get('bound')}
 
 
@@ -679,10 +698,12 @@ def caps_context(caps):
     labels = {'reads_per_s': ('random reads/s', 1), 'p50_ms': ('p50 latency ms', 2), 'p99_ms': ('p99 latency ms', 2),
               'device_mib_s': ('device MiB/s', 1), 'useful_mib_s': ('useful MiB/s (asked for)', 2),
               'device_iops': ('device IOPS', 0), 'read_amplification': ('read amplification', 1),
-              'at_cap_share': ('timeline samples at >= 90% of the MiB/s cap', 2),
+              'cap_share': ('device MiB/s / the MiB/s cap', 2),
+              'window_p10_mib_s': ('device MiB/s in 1 s windows, 10th percentile', 1),
+              'window_p90_mib_s': ('device MiB/s in 1 s windows, 90th percentile', 1),
               'seq_mib_s': ('sequential MiB/s (cold read)', 1)}
-    for key in ('reads_per_s', 'p50_ms', 'p99_ms', 'device_mib_s', 'useful_mib_s', 'device_iops',
-                'read_amplification', 'at_cap_share', 'seq_mib_s'):
+    for key in ('reads_per_s', 'p50_ms', 'p99_ms', 'device_mib_s', 'cap_share', 'window_p10_mib_s',
+                'window_p90_mib_s', 'useful_mib_s', 'device_iops', 'read_amplification', 'seq_mib_s'):
         before, after = (phases.get('before') or {}).get(key), (phases.get('after') or {}).get(key)
         if not before and not after:
             continue
@@ -726,8 +747,8 @@ def cmd_charts(args):
         os.makedirs(args.outdir)
     written = []
 
-    # 1. Device MiB/s over time, before and after
-    fig, ax = plt.subplots(figsize=(9, 4.8), dpi=110)
+    # 1. Device MiB/s over time, before and after; below it what those MiB/s carried (useful MiB/s)
+    fig, (ax, axb) = plt.subplots(2, 1, figsize=(9, 6.6), dpi=110, gridspec_kw={'height_ratios': [3, 1.15]})
     for phase in CAPS_PHASES:
         color, label = PHASE_STYLE[phase]
         recs = [r for r in caps['records'] if r['phase'] == phase]
@@ -737,23 +758,49 @@ def cmd_charts(args):
             points = r.get('timeline') or []
             if not points:
                 continue
-            text = None
+            text = raw_text = None
             if i == 0:
-                text = '%s, %d KiB (median %s reads/s, amplification %sx, p99 %s ms)' % (
-                    label, r['read_ahead_kb'], fmt(med['reads_per_s']['median'], 0),
+                text = '%s, %d KiB: %s s windows (median %s reads/s, amplification %sx, p99 %s ms)' % (
+                    label, r['read_ahead_kb'], '%g' % WINDOW_S, fmt(med['reads_per_s']['median'], 0),
                     fmt(med['read_amplification']['median'], 1), fmt(med['p99_ms']['median'], 1))
-            ax.plot([0.0] + [p[0] for p in points], [points[0][1]] + [p[1] for p in points],
-                    drawstyle='steps-pre', color=color, alpha=0.9 if i == 0 else 0.45, lw=1.6, label=text)
+                raw_text = '%s, %g s samples' % (label.split(':')[0], caps['config']['interval'])
+            win = windows(points)
+            if i == 0:
+                ax.plot([0.0] + [p[0] for p in points], [points[0][1]] + [p[1] for p in points],
+                        drawstyle='steps-pre', color=color, alpha=0.3, lw=0.8, label=raw_text)
+            if win:
+                ax.plot([0.0] + [p[0] for p in win], [win[0][1]] + [p[1] for p in win], drawstyle='steps-pre',
+                        color=color, alpha=0.95 if i == 0 else 0.6, lw=2.0, label=text)
     if cap:
         ax.axhline(cap, color='black', ls='--', lw=1.2, label='throughput cap %g MiB/s' % cap)
-    ax.set_xlabel('seconds into the random phase (each line one round)')
-    ax.set_ylabel('device read MiB/s (per %g s)' % caps['config']['interval'])
+    ax.set_xlabel('seconds into the random phase (one line per round)')
+    ax.set_ylabel('device read MiB/s')
     peak = [p[1] for rec in caps['records'] if rec['phase'] in CAPS_PHASES
             for p in rec['result']['results'][0].get('timeline') or []]
     ax.set_ylim(0, max([cap or 0, 1] + peak) * 1.25)
     ax.set_title('Device MiB/s under the cap: read-ahead 4096 KiB (before) vs 32 KiB (after)', fontsize=11)
-    ax.legend(loc='upper right', fontsize=8)
+    ax.legend(loc='lower left', fontsize=7.5)
     ax.grid(alpha=0.3)
+    names, device, useful = [], [], []
+    for phase in CAPS_PHASES:
+        med = summary['phases'].get(phase)
+        if med:
+            names.append('%s\n%s KiB' % (phase, ', '.join(str(v) for v in med['read_ahead_kb'])))
+            device.append(med['device_mib_s']['median'])
+            useful.append(med['useful_mib_s']['median'])
+    ys = list(range(len(names)))
+    axb.barh(ys, device, color='#bbbbbb', label='device MiB/s (median)')
+    axb.barh(ys, useful, color='#27ae60', label='useful MiB/s: the records asked for (median)')
+    for y, d, u in zip(ys, device, useful):
+        axb.text(d + 1, y, '%s of %s MiB/s useful (%s%%)' % (fmt(u, 2), fmt(d, 1), fmt(100.0 * u / d, 1)),
+                 va='center', fontsize=8)
+    axb.set_yticks(ys)
+    axb.set_yticklabels(names, fontsize=8)
+    axb.invert_yaxis()
+    axb.set_xlim(0, max([cap or 0] + device) * 1.45)
+    axb.set_xlabel('MiB/s over the random phase')
+    axb.legend(loc='lower right', fontsize=7.5, ncol=2, bbox_to_anchor=(1.0, 1.0), frameon=False)
+    axb.grid(alpha=0.3, axis='x')
     fig.text(0.01, 0.01, sub, fontsize=7, color='#555555')
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     written.append(os.path.join(args.outdir, os.path.basename(CHARTS['timeline'])))
@@ -812,7 +859,7 @@ def cmd_charts(args):
         ax2.set_ylim(0, max(r['reads_per_s'] for r in rows) * 1.2)
         lines = ax.get_legend_handles_labels()
         lines2 = ax2.get_legend_handles_labels()
-        ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc='lower right', fontsize=8)
+        ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc='center right', fontsize=8)
         ax.set_title('The trade-off: sequential MiB/s and random reads/s against read-ahead', fontsize=11)
         ax.grid(alpha=0.3)
         note = sub if cap_iops is None else '%s; caps %s IOPS, %g MiB/s' % (sub, cap_iops, cap)
