@@ -185,7 +185,7 @@ if [ "$rc" != 0 ]; then
   echo "bench-caps: bench/playbooks/role.yml failed (rc $rc); log in $raw/role.log" >&2
   exit 1
 fi
-grep -A3 '^PLAY RECAP' "$raw/role.log" | tail -n +2 | sed 's/^/  /'
+log "role: $(sed -n '/^PLAY RECAP/,$p' "$raw/role.log" | grep ' : ok=' | tr -s ' ')"
 guest "tuned-adm active; systemctl is-active tuned" >"$raw/tuned-after-role.txt"
 phase role
 

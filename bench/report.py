@@ -763,7 +763,7 @@ def cmd_charts(args):
                 text = '%s, %d KiB: %s s windows (median %s reads/s, amplification %sx, p99 %s ms)' % (
                     label, r['read_ahead_kb'], '%g' % WINDOW_S, fmt(med['reads_per_s']['median'], 0),
                     fmt(med['read_amplification']['median'], 1), fmt(med['p99_ms']['median'], 1))
-                raw_text = '%s, %g s samples' % (label.split(':')[0], caps['config']['interval'])
+                raw_text = '%s, %g s samples' % (label.partition(':')[0], caps['config']['interval'])
             win = windows(points)
             if i == 0:
                 ax.plot([0.0] + [p[0] for p in points], [points[0][1]] + [p[1] for p in points],
