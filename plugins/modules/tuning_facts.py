@@ -40,6 +40,12 @@ options:
         paths; when empty, the first of C(candidates) that exists is the target), C(candidates), C(devices),
         C(underlying), C(thp), C(thp_defrag), C(thp_persist), and C(thp_persist_effective) (what the C(thp)
         module reported it persists, for the command-line check).
+      - C(read_ahead_kb) may be V(auto) (the role chooses it with M(aemops.os_tuning.read_ahead_sweep) later in
+        the run); then C(sweep) holds the sweep's settings (also given, and checked, with the number a recorded
+        sweep chose) (C(values), C(readers), C(duration), C(size_mb),
+        C(tolerance_pct), C(volume_type), C(volume_size_gb), C(iops), C(throughput_mibps); 0 or empty for the
+        volume type's default), checked here like every other value, and the read-ahead value is left out of
+        the misses (persistence is still checked).
     type: dict
   snapshot:
     description:
