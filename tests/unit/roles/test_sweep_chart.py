@@ -79,7 +79,7 @@ def test_without_matplotlib_it_skips_with_a_note_and_exits_0(tmp_path):
 def test_unreadable_input_exits_2(tmp_path):
     proc = subprocess.Popen([sys.executable, CHART, str(tmp_path / 'missing.json'), str(tmp_path / 'x.png'), 'h'],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, err = proc.communicate()
+    err = proc.communicate()[1]
     assert proc.returncode == 2 and b'cannot read' in err
 
 
