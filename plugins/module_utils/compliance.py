@@ -24,6 +24,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import re
 
@@ -89,10 +90,12 @@ def normalise_intent(intent):
         result['read_ahead_kb'] = AUTO
     if isinstance(result.get('sweep'), dict):
         result['sweep'] = _normalise_sweep(result['sweep'])
-    for key in ('underlying',):
+    for key in ('underlying', 'may_sweep'):
         value = result.get(key)
         if isinstance(value, STRING_TYPES):
             result[key] = value.strip().lower() in ('1', 'true', 'yes', 'on')
+    if result.get('sweep_record') == '':
+        result['sweep_record'] = None
     for key in ('paths', 'candidates', 'devices', 'thp_persist', 'thp_persist_effective'):
         if result.get(key) in ('', None):
             result[key] = [] if key != 'thp_persist_effective' else None
@@ -211,6 +214,77 @@ def _volume_errors(knobs):
             [k for k in ('iops', 'throughput_mibps') if k in given]) < 2:
         errors.append('aem_tuning_volume_type=gp2 derives its caps from the size: give aem_tuning_volume_size_gb.')
     return errors
+
+
+def recorded_sweep(facts, intent, resolved, text):
+    """Whether the sweep result an earlier apply run recorded on the host (``text``, the JSON the role wrote to
+    ``intent['sweep_record']``, or None when there is no such file) holds for this run.
+
+    It holds when it chose a valid value, was measured with this run's sweep settings (``intent['sweep']``), on
+    the first repository path of this run, and on the device that governs it now (the same stable identity: a
+    renamed NVMe namespace is the same device, another volume mounted there is not). Returns ``{'usable': bool,
+    'why': why not (or ''), 'record': the parsed record or None}``.
+    """
+    path = intent.get('sweep_record')
+
+    def no(why, record=None):
+        return {'usable': False, 'why': why, 'record': record}
+    if text is None:
+        return no('no apply run recorded one in %s' % path)
+    try:
+        record = json.loads(text)
+    except ValueError as e:
+        return no('%s is not valid JSON (%s)' % (path, e))
+    if not isinstance(record, dict):
+        return no('%s holds no JSON object' % path)
+    kb = record.get('recommended_kb')
+    if read_ahead_error(kb, resolved.get('page_kb', 4)):
+        return no('%s records no valid recommended_kb (%r)' % (path, kb), record)
+    knobs = record.get('knobs')
+    if not isinstance(knobs, dict) or _normalise_sweep(knobs) != intent.get('sweep'):
+        return no('the sweep recorded in %s was measured with other aem_tuning_sweep_* or aem_tuning_volume_* '
+                  'settings than this run\'s' % path, record)
+    targets = resolved.get('targets') or []
+    if not targets or record.get('path') != targets[0]:
+        return no('the sweep recorded in %s measured %s, and this run\'s repository path is %s'
+                  % (path, record.get('path'), targets[0] if targets else 'none'), record)
+    device = (facts.get('paths', {}).get(targets[0]) or {}).get('device')
+    stable_id = (facts.get('block_devices', {}).get(device) or {}).get('stable_id')
+    if record.get('stable_id') != stable_id or (stable_id is None and record.get('device') != device):
+        return no('the sweep recorded in %s measured %s (%s), and %s is now on %s (%s): another device'
+                  % (path, record.get('device'), _id_text(record.get('stable_id')), targets[0], device,
+                     _id_text(stable_id)), record)
+    return {'usable': True, 'why': '', 'record': record}
+
+
+def _id_text(ident):
+    if isinstance(ident, dict) and ident.get('key'):
+        return '%s=%s' % (ident.get('key'), ident.get('value'))
+    return 'no stable identity'
+
+
+def with_recorded(intent, recorded):
+    """The intent to validate and check with: the recorded sweep's value in place of ``auto`` when it holds."""
+    if not is_auto(intent) or not recorded['usable']:
+        return intent
+    return dict(intent, read_ahead_kb=recorded['record']['recommended_kb'])
+
+
+def recorded_sweep_messages(intent, recorded):
+    """(errors, warnings) of ``auto`` where this run may not sweep (audit mode, check mode): an error when there
+    is no recorded result that holds, a warning naming the recorded value it uses instead."""
+    if intent.get('may_sweep') or recorded is None:
+        return [], []
+    if not recorded['usable']:
+        return ['aem_tuning_read_ahead_kb=auto needs a sweep of the live device, which this run does not do (audit '
+                'mode and check mode never sweep: the sweep changes the device\'s read-ahead), and %s. Give '
+                'aem_tuning_read_ahead_kb a number (for example 32), or run the role in apply mode without --check '
+                'first.' % recorded['why']], []
+    record = recorded['record']
+    return [], ['aem_tuning_read_ahead_kb=auto: this run does not sweep the live device (audit mode and check mode '
+                'never do); it checks against %s KiB, recorded by the sweep of %s (%s) at %s. %s'
+                % (record['recommended_kb'], record.get('device', '?'), record.get('path', '?'),
+                   record.get('taken', '?'), record.get('why', ''))]
 
 
 def choose_targets(paths, candidates, path_facts):

@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import json
 
 import pytest
 
@@ -468,3 +469,74 @@ def test_the_knobs_are_checked_also_with_a_recorded_number():
     intent = auto_intent()
     intent['read_ahead_kb'] = 64
     assert compliance.validate(compliant(), intent, resolved()) == []
+
+
+# A recorded sweep (the role's /etc/ansible/facts.d/aem_tuning_sweep.fact): when it holds, and why not.
+FACT = '/etc/ansible/facts.d/aem_tuning_sweep.fact'
+
+
+def record(**kw):
+    result = {'recommended_kb': 64, 'knobs': dict(SWEEP, values=['256', '64', '32'], readers='4'), 'path': REPO,
+              'device': 'dm-0', 'stable_id': {'key': 'ENV{DM_UUID}', 'value': 'LVM-x'}, 'taken': '2026-12-01T10:00:00Z',
+              'why': '64 KiB: the largest within 5% of the best random reads/s'}
+    result.update(kw)
+    return json.dumps(result)
+
+
+def recorded(text, may_sweep=False, facts=None, **knobs):
+    intent = dict(auto_intent(**knobs), sweep_record=FACT, may_sweep=may_sweep)
+    return intent, compliance.recorded_sweep(facts or compliant(), intent, resolved(), text)
+
+
+def test_a_recorded_sweep_with_the_same_settings_path_and_device_holds():
+    # the knobs recorded as text (ansible-core 2.16 templating) compare equal to this run's numbers
+    intent, found = recorded(record())
+    assert found['usable'] and found['why'] == '' and found['record']['recommended_kb'] == 64
+    assert compliance.with_recorded(intent, found)['read_ahead_kb'] == 64
+    errors, warnings = compliance.recorded_sweep_messages(intent, found)
+    assert errors == [] and len(warnings) == 1
+    assert 'does not sweep' in warnings[0] and '64 KiB, recorded by the sweep of dm-0' in warnings[0]
+
+
+def test_a_renamed_device_with_the_same_identity_still_holds():
+    facts = compliant()
+    facts['block_devices']['dm-3'] = facts['block_devices'].pop('dm-0')
+    facts['paths'][REPO]['device'] = 'dm-3'
+    assert recorded(record(), facts=facts)[1]['usable']
+
+
+@pytest.mark.parametrize('text, knobs, needle', [
+    (None, {}, 'no apply run recorded one in ' + FACT),
+    ('{"recommended_kb": 6', {}, 'is not valid JSON'),
+    ('[64]', {}, 'holds no JSON object'),
+    (record(recommended_kb=30), {}, 'records no valid recommended_kb (30)'),
+    (record(recommended_kb='64'), {}, "records no valid recommended_kb ('64')"),
+    (record(), {'readers': 8}, 'measured with other aem_tuning_sweep_* or aem_tuning_volume_* settings'),
+    (record(knobs=None), {}, 'measured with other'),
+    (record(path='/srv/other'), {}, 'measured /srv/other, and this run\'s repository path is ' + REPO),
+    (record(stable_id={'key': 'ENV{DM_UUID}', 'value': 'LVM-y'}), {},
+     'measured dm-0 (ENV{DM_UUID}=LVM-y), and %s is now on dm-0 (ENV{DM_UUID}=LVM-x): another device' % REPO),
+])
+def test_a_recorded_sweep_that_does_not_hold_says_why(text, knobs, needle):
+    intent, found = recorded(text, **knobs)
+    assert not found['usable'] and needle in found['why'], found['why']
+    assert compliance.with_recorded(intent, found)['read_ahead_kb'] == 'auto'
+    # audit and check mode: an error naming why and the fix; nothing to warn about
+    errors, warnings = compliance.recorded_sweep_messages(intent, found)
+    assert warnings == [] and len(errors) == 1
+    assert needle in errors[0] and 'Give aem_tuning_read_ahead_kb a number' in errors[0]
+
+
+def test_apply_mode_may_sweep_so_neither_an_error_nor_a_warning():
+    for text in (None, record()):
+        intent, found = recorded(text, may_sweep=True)
+        assert compliance.recorded_sweep_messages(intent, found) == ([], [])
+    intent = compliance.normalise_intent(dict(auto_intent(), sweep_record='', may_sweep='True'))
+    assert intent['sweep_record'] is None and intent['may_sweep'] is True
+
+
+def test_the_recorded_value_is_what_the_misses_check_against():
+    intent, found = recorded(record())
+    facts = compliant()
+    assert kinds(compliance.misses(facts, compliance.with_recorded(intent, found), resolved())) == [
+        'read_ahead', 'read_ahead', 'tuned_read_ahead']  # dm-0 and nvme1n1 are at 32, the recorded sweep chose 64
