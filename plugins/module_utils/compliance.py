@@ -174,9 +174,9 @@ def sweep_errors(knobs, resolved):
     if not _is_int(duration) or duration < 1:
         errors.append('aem_tuning_sweep_duration=%r: give whole seconds, at least 1.' % (duration,))
     elif good and len(values) * 2 * duration > SWEEP_TIMEOUT:
+        total = len(values) * 2 * duration
         errors.append('aem_tuning_sweep_values x 2 phases x aem_tuning_sweep_duration = %d s, more than the sweep\'s '
-                      '%d s limit: give fewer values or a shorter duration.' % (len(values) * 2 * duration,
-                                                                               SWEEP_TIMEOUT))
+                      '%d s limit: give fewer values or a shorter duration.' % (total, SWEEP_TIMEOUT))
     # one read of the largest window within 25% of the file (probe.sparse_cap)
     largest_mb = -(-max(good) * 4 // 1024) if good else 1
     if not _is_int(size_mb) or size_mb < max(1, largest_mb):

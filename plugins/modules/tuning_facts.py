@@ -47,7 +47,7 @@ options:
         volume type's default), checked here like every other value, and the read-ahead value is left out of
         the misses (persistence is still checked).
       - With V(auto), C(sweep_record) names the file where an earlier apply run of the role recorded its sweep's
-        result (JSON: C(recommended_kb), C(knobs), C(path), C(device), C(stable_id), ...). When that result holds
+        result (JSON with C(recommended_kb), C(knobs), C(path), C(device), C(stable_id) and more). When that result holds
         (a valid value, measured with the same C(sweep) settings, on the first target path, on the device with the
         same stable identity that governs it now), its value is validated and checked in place of V(auto), and
         C(plan.recorded_sweep) returns C(usable), C(why) it does not hold, and the C(record). With C(may_sweep)
