@@ -422,7 +422,7 @@ def check_intent(module, root, facts):
     intent = module.params['intent'] = compliance.normalise_intent(module.params['intent'])
     plan = resolve_intent(root, intent, facts['paths'])
     extra_errors = []
-    if compliance.is_auto(intent) and intent.get('sweep_record'):
+    if compliance.is_auto(intent) and intent.get('sweep_record') and intent.get('state', 'present') == 'present':
         text = files.read_text(files.root_path(root, intent['sweep_record']))
         plan['recorded_sweep'] = compliance.recorded_sweep(facts, intent, plan, text)
         extra_errors, warnings = compliance.recorded_sweep_messages(intent, plan['recorded_sweep'])

@@ -220,3 +220,11 @@ def test_auto_in_apply_mode_without_a_record_is_left_to_the_sweep(env):
         'usable': False, 'why': 'no apply run recorded one in %s' % SWEEP_FACT, 'record': None}
     assert not [m for m in facts['compliance']['misses'] if m['kind'] == 'read_ahead']
     assert not [w for w in env.warnings if 'sweep' in w]
+
+
+def test_a_backout_with_auto_ignores_the_record(env):
+    # A record that does not hold must not stop a backout, nor a warning say it is used.
+    write_record(env, stable_id={'key': 'ENV{DM_UUID}', 'value': 'LVM-another'})
+    _result, facts = run({'intent': auto(state='absent')})
+    assert 'recorded_sweep' not in facts['plan']
+    assert not [w for w in env.warnings if 'sweep' in w]
