@@ -200,7 +200,7 @@ integration: venv ## Real-kernel tests on loop devices (tests/integration/run.sh
 	  echo "make integration: tests/integration/run.sh not present (or not executable) - nothing to run"; \
 	fi
 
-MOLECULE_VM_SCENARIOS ?= default upgrade cmdline
+MOLECULE_VM_SCENARIOS ?= default upgrade cmdline auto
 MOLECULE_USER_SCENARIOS ?= rhel7 rhel8 rhel9
 # The controllers scenario, once per other controller: VENV:CORE:FULL (FULL adds the AEM
 # failure checks and their reboot; the newest controller only). 2.16 runs every other scenario.

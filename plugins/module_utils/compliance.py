@@ -15,7 +15,8 @@ and an *intent* (what the role, or a caller, wants):
 
 The intent keys are those of the role's public variables without the ``aem_tuning_`` prefix:
 ``state``, ``read_ahead_kb``, ``paths``, ``candidates``, ``devices``, ``underlying``, ``thp``,
-``thp_defrag``, ``thp_persist``. ``resolved`` is what the caller resolved on the host with
+``thp_defrag``, ``thp_persist``; ``read_ahead_kb`` may be ``'auto'`` (chosen by a read-ahead sweep later in
+the run), and then ``sweep`` holds the sweep's knobs (see ``sweep_errors``). ``resolved`` is what the caller resolved on the host with
 ``blockdev`` (see tuning_facts): ``{'targets': [paths], 'devices': {spec: name or None},
 'underlying': {name: [disks]}, 'page_kb': N}``.
 """
@@ -23,6 +24,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import re
 
@@ -34,6 +36,13 @@ STRING_TYPES = (str, type(u''))
 CHILD_PROFILE = 'aemops-os-tuning'
 MAX_READ_AHEAD_KB = 65536
 THP_PERSIST = ('tuned', 'cmdline')
+AUTO = 'auto'
+# The limits of the read_ahead_sweep module (module_utils/sweep.py: validate, volume_caps, recommend), checked
+# here too so that the role refuses a bad knob before its first change, not at the sweep.
+SWEEP_MAX_VALUES = 32
+SWEEP_MAX_READERS = 64
+SWEEP_TIMEOUT = 900
+SWEEP_VOLUME_TYPES = ('gp2', 'gp3', 'io1', 'io2', 'custom')
 
 # tuned/consts.py: STR_VERIFY_PROFILE_DEVICE_VALUE_FAIL and STR_VERIFY_PROFILE_VALUE_FAIL.
 # v2.11.0 to v2.14.0 log  "verify: failed: device %s: %s = %s, expected %s";
@@ -77,14 +86,205 @@ def normalise_intent(intent):
     kb = result.get('read_ahead_kb')
     if isinstance(kb, STRING_TYPES) and _ASCII_DIGITS.match(kb):
         result['read_ahead_kb'] = int(kb)
-    for key in ('underlying',):
+    elif isinstance(kb, STRING_TYPES) and kb.strip().lower() == AUTO:
+        result['read_ahead_kb'] = AUTO
+    if isinstance(result.get('sweep'), dict):
+        result['sweep'] = _normalise_sweep(result['sweep'])
+    for key in ('underlying', 'may_sweep'):
         value = result.get(key)
         if isinstance(value, STRING_TYPES):
             result[key] = value.strip().lower() in ('1', 'true', 'yes', 'on')
+    if result.get('sweep_record') == '':
+        result['sweep_record'] = None
     for key in ('paths', 'candidates', 'devices', 'thp_persist', 'thp_persist_effective'):
         if result.get(key) in ('', None):
             result[key] = [] if key != 'thp_persist_effective' else None
     return result
+
+
+def is_auto(intent):
+    """Whether the intent leaves read-ahead to a sweep (``read_ahead_kb: auto``)."""
+    return intent.get('read_ahead_kb') == AUTO
+
+
+def _number(value, kind):
+    """``value`` as ``kind`` (int or float) when it is text of ASCII digits (and one dot for float); else as is."""
+    if isinstance(value, STRING_TYPES):
+        text = value.strip()
+        if _ASCII_DIGITS.match(text):
+            return kind(text)
+        if kind is float and re.match(r'^[0-9]*\.[0-9]+$', text):
+            return float(text)
+    return value
+
+
+def _normalise_sweep(knobs):
+    result = dict(knobs)
+    if isinstance(result.get('values'), (list, tuple)):
+        result['values'] = [_number(v, int) for v in result['values']]
+    for key in ('readers', 'duration', 'size_mb', 'volume_size_gb', 'iops'):
+        result[key] = _number(result.get(key), int)
+    for key in ('throughput_mibps', 'tolerance_pct'):
+        result[key] = _number(result.get(key), float)
+    for key in ('volume_size_gb', 'iops', 'throughput_mibps'):
+        if result.get(key) in (0, 0.0, '', None) and not isinstance(result.get(key), bool):
+            result[key] = None  # 0 or empty: the volume type's default
+    return result
+
+
+def _is_int(value):
+    return isinstance(value, INTEGER_TYPES) and not isinstance(value, bool)
+
+
+def _is_number(value):
+    return (_is_int(value) or isinstance(value, float)) and not isinstance(value, bool)
+
+
+def sweep_errors(knobs, resolved):
+    """Why a sweep with ``knobs`` (the role's aem_tuning_sweep_* and aem_tuning_volume_* values, without the
+    prefix) could not run, found before any change: a list of strings naming the variable and the fix."""
+    if not isinstance(knobs, dict):
+        return ['aem_tuning_read_ahead_kb=auto needs the sweep\'s settings (the role passes them): give a number '
+                'instead.']
+    errors = []
+    page = resolved.get('page_kb', 4)
+    if not resolved.get('targets'):
+        errors.append('aem_tuning_read_ahead_kb=auto measures on the AEM repository\'s filesystem, and no repository '
+                      'path is a target here: set aem_tuning_paths, or give aem_tuning_read_ahead_kb a number.')
+    values = knobs.get('values')
+    if not isinstance(values, (list, tuple)) or not values:
+        errors.append('aem_tuning_sweep_values must be a non-empty list of read_ahead_kb values, for example '
+                      '[4096, 1024, 256, 128, 64, 32, 16, 8].')
+        values = []
+    elif len(values) > SWEEP_MAX_VALUES:
+        errors.append('aem_tuning_sweep_values has %d values: give at most %d, each costs 2 x '
+                      'aem_tuning_sweep_duration seconds on the live device.' % (len(values), SWEEP_MAX_VALUES))
+    bad = [v for v in values if not _is_int(v) or v < 0 or v > MAX_READ_AHEAD_KB or v % page]
+    if bad:
+        errors.append('aem_tuning_sweep_values: %s: each value must be a whole number of KiB, a multiple of the %d '
+                      'KiB page size from 0 to %d.' % (', '.join(repr(v) for v in bad), page, MAX_READ_AHEAD_KB))
+    good = [v for v in values if v not in bad]
+    dupes = sorted(set(v for v in good if good.count(v) > 1))
+    if dupes:
+        errors.append('aem_tuning_sweep_values lists %s more than once: give each value once.'
+                      % ', '.join(str(v) for v in dupes))
+    readers, duration, size_mb = knobs.get('readers'), knobs.get('duration'), knobs.get('size_mb')
+    if not _is_int(readers) or readers < 1 or readers > SWEEP_MAX_READERS:
+        errors.append('aem_tuning_sweep_readers=%r: give 1 to %d concurrent readers.' % (readers, SWEEP_MAX_READERS))
+    if not _is_int(duration) or duration < 1:
+        errors.append('aem_tuning_sweep_duration=%r: give whole seconds, at least 1.' % (duration,))
+    elif good and len(values) * 2 * duration > SWEEP_TIMEOUT:
+        total = len(values) * 2 * duration
+        errors.append('aem_tuning_sweep_values x 2 phases x aem_tuning_sweep_duration = %d s, more than the sweep\'s '
+                      '%d s limit: give fewer values or a shorter duration.' % (total, SWEEP_TIMEOUT))
+    # one read of the largest window within 25% of the file (probe.sparse_cap)
+    largest_mb = -(-max(good) * 4 // 1024) if good else 1
+    if not _is_int(size_mb) or size_mb < max(1, largest_mb):
+        errors.append('aem_tuning_sweep_size_mb=%r: give MiB of scratch file, at least %d for the largest value of '
+                      'aem_tuning_sweep_values (one read at it within 25%% of the file).' % (size_mb, max(1, largest_mb)))
+    tolerance = knobs.get('tolerance_pct')
+    if not _is_number(tolerance) or tolerance < 0 or tolerance >= 100:
+        errors.append('aem_tuning_sweep_tolerance_pct=%r: give a percentage from 0 to below 100.' % (tolerance,))
+    errors.extend(_volume_errors(knobs))
+    return errors
+
+
+def _volume_errors(knobs):
+    volume_type = knobs.get('volume_type')
+    if volume_type not in SWEEP_VOLUME_TYPES:
+        return ['aem_tuning_volume_type=%r: use one of %s.' % (volume_type, ', '.join(SWEEP_VOLUME_TYPES))]
+    errors = []
+    given = {}
+    for key, var, check in (('volume_size_gb', 'aem_tuning_volume_size_gb', _is_int),
+                            ('iops', 'aem_tuning_volume_iops', _is_int),
+                            ('throughput_mibps', 'aem_tuning_volume_throughput_mibps', _is_number)):
+        value = knobs.get(key)
+        if value is None:
+            continue
+        if not check(value) or value < 0:
+            errors.append('%s=%r: give a positive number, or 0 for the volume type\'s default.' % (var, value))
+        else:
+            given[key] = value
+    if volume_type == 'custom' and ('iops' not in given or 'throughput_mibps' not in given):
+        errors.append('aem_tuning_volume_type=custom needs aem_tuning_volume_iops and '
+                      'aem_tuning_volume_throughput_mibps (the caps of the volume).')
+    elif volume_type in ('io1', 'io2') and 'iops' not in given:
+        errors.append('aem_tuning_volume_type=%s is provisioned: give aem_tuning_volume_iops.' % volume_type)
+    elif volume_type == 'gp2' and 'volume_size_gb' not in given and len(
+            [k for k in ('iops', 'throughput_mibps') if k in given]) < 2:
+        errors.append('aem_tuning_volume_type=gp2 derives its caps from the size: give aem_tuning_volume_size_gb.')
+    return errors
+
+
+def recorded_sweep(facts, intent, resolved, text):
+    """Whether the sweep result an earlier apply run recorded on the host (``text``, the JSON the role wrote to
+    ``intent['sweep_record']``, or None when there is no such file) holds for this run.
+
+    It holds when it chose a valid value, was measured with this run's sweep settings (``intent['sweep']``), on
+    the first repository path of this run, and on the device that governs it now (the same stable identity: a
+    renamed NVMe namespace is the same device, another volume mounted there is not). Returns ``{'usable': bool,
+    'why': why not (or ''), 'record': the parsed record or None}``.
+    """
+    path = intent.get('sweep_record')
+
+    def no(why, record=None):
+        return {'usable': False, 'why': why, 'record': record}
+    if text is None:
+        return no('no apply run recorded one in %s' % path)
+    try:
+        record = json.loads(text)
+    except ValueError as e:
+        return no('%s is not valid JSON (%s)' % (path, e))
+    if not isinstance(record, dict):
+        return no('%s holds no JSON object' % path)
+    kb = record.get('recommended_kb')
+    if read_ahead_error(kb, resolved.get('page_kb', 4)):
+        return no('%s records no valid recommended_kb (%r)' % (path, kb), record)
+    knobs = record.get('knobs')
+    if not isinstance(knobs, dict) or _normalise_sweep(knobs) != intent.get('sweep'):
+        return no('the sweep recorded in %s was measured with other aem_tuning_sweep_* or aem_tuning_volume_* '
+                  'settings than this run\'s' % path, record)
+    targets = resolved.get('targets') or []
+    if not targets or record.get('path') != targets[0]:
+        return no('the sweep recorded in %s measured %s, and this run\'s repository path is %s'
+                  % (path, record.get('path'), targets[0] if targets else 'none'), record)
+    device = (facts.get('paths', {}).get(targets[0]) or {}).get('device')
+    stable_id = (facts.get('block_devices', {}).get(device) or {}).get('stable_id')
+    if record.get('stable_id') != stable_id or (stable_id is None and record.get('device') != device):
+        return no('the sweep recorded in %s measured %s (%s), and %s is now on %s (%s): another device'
+                  % (path, record.get('device'), _id_text(record.get('stable_id')), targets[0], device,
+                     _id_text(stable_id)), record)
+    return {'usable': True, 'why': '', 'record': record}
+
+
+def _id_text(ident):
+    if isinstance(ident, dict) and ident.get('key'):
+        return '%s=%s' % (ident.get('key'), ident.get('value'))
+    return 'no stable identity'
+
+
+def with_recorded(intent, recorded):
+    """The intent to validate and check with: the recorded sweep's value in place of ``auto`` when it holds."""
+    if not is_auto(intent) or not recorded['usable']:
+        return intent
+    return dict(intent, read_ahead_kb=recorded['record']['recommended_kb'])
+
+
+def recorded_sweep_messages(intent, recorded):
+    """(errors, warnings) of ``auto`` where this run may not sweep (audit mode, check mode): an error when there
+    is no recorded result that holds, a warning naming the recorded value it uses instead."""
+    if intent.get('may_sweep') or recorded is None:
+        return [], []
+    if not recorded['usable']:
+        return ['aem_tuning_read_ahead_kb=auto needs a sweep of the live device, which this run does not do (audit '
+                'mode and check mode never sweep: the sweep changes the device\'s read-ahead), and %s. Give '
+                'aem_tuning_read_ahead_kb a number (for example 32), or run the role in apply mode without --check '
+                'first.' % recorded['why']], []
+    record = recorded['record']
+    return [], ['aem_tuning_read_ahead_kb=auto: this run does not sweep the live device (audit mode and check mode '
+                'never do); it checks against %s KiB, recorded by the sweep of %s (%s) at %s. %s'
+                % (record['recommended_kb'], record.get('device', '?'), record.get('path', '?'),
+                   record.get('taken', '?'), record.get('why', ''))]
 
 
 def choose_targets(paths, candidates, path_facts):
@@ -126,9 +326,15 @@ def validate(facts, intent, resolved):
                           % (spec, resolved.get('device_errors', {}).get(spec, 'not found')))
     if not present:
         return errors
-    error = read_ahead_error(intent.get('read_ahead_kb'), resolved.get('page_kb', 4))
-    if error:
-        errors.append(error.replace('read_ahead_kb', 'aem_tuning_read_ahead_kb', 1))
+    # The sweep's knobs are checked whenever they are given (the role gives them with auto, also where it uses a
+    # recorded value and does not sweep), so that a bad one is refused in audit and check mode too.
+    if is_auto(intent) or intent.get('sweep') is not None:
+        errors.extend(sweep_errors(intent.get('sweep'), resolved))
+    if not is_auto(intent):
+        error = read_ahead_error(intent.get('read_ahead_kb'), resolved.get('page_kb', 4))
+        if error:
+            errors.append(error.replace('read_ahead_kb', 'aem_tuning_read_ahead_kb', 1)
+                          + (' Or give auto, to measure and choose it.' if 'whole number' in error else ''))
     if not resolved.get('targets') and not resolved.get('devices') and not intent.get('paths'):
         errors.append('no AEM repository found: none of the common install paths exists. Set aem_tuning_paths to '
                       'the crx-quickstart/repository directory, or aem_tuning_devices.')
@@ -192,11 +398,13 @@ def _present_misses(facts, intent, resolved, verify):
     for name in _target_devices(facts, resolved):
         info = facts.get('block_devices', {}).get(name, {})
         subject = '%s (%s)' % (', '.join(labels.get(name, [name])), name)
-        if info.get('read_ahead_kb') != kb:
+        if kb == AUTO:
+            pass  # chosen by the sweep later in the run: checked against its result after the change
+        elif info.get('read_ahead_kb') != kb:
             result.append(miss(subject, 'read_ahead', '%s reads %s KiB, not %d: run the role in apply mode'
                                % (name, info.get('read_ahead_kb', '?'), kb)))
         hit = tuned_ra.get(name)
-        if hit and hit.get('kb') != kb:
+        if hit and kb != AUTO and hit.get('kb') != kb:
             result.append(miss(subject, 'tuned_read_ahead', 'tuned %s [%s] readahead=%s still applies to %s: the '
                                'tuned child profile %s is not in effect'
                                % (hit.get('profile'), hit.get('instance'), hit.get('setting'), name, CHILD_PROFILE)))

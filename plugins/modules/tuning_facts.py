@@ -40,6 +40,19 @@ options:
         paths; when empty, the first of C(candidates) that exists is the target), C(candidates), C(devices),
         C(underlying), C(thp), C(thp_defrag), C(thp_persist), and C(thp_persist_effective) (what the C(thp)
         module reported it persists, for the command-line check).
+      - C(read_ahead_kb) may be V(auto) (the role chooses it with M(aemops.os_tuning.read_ahead_sweep) later in
+        the run); then C(sweep) holds the sweep's settings (also given, and checked, with the number a recorded
+        sweep chose) (C(values), C(readers), C(duration), C(size_mb),
+        C(tolerance_pct), C(volume_type), C(volume_size_gb), C(iops), C(throughput_mibps); 0 or empty for the
+        volume type's default), checked here like every other value, and the read-ahead value is left out of
+        the misses (persistence is still checked).
+      - With V(auto), C(sweep_record) names the file where an earlier apply run of the role recorded its sweep's
+        result (JSON with C(recommended_kb), C(knobs), C(path), C(device), C(stable_id) and more). When that result holds
+        (a valid value, measured with the same C(sweep) settings, on the first target path, on the device with the
+        same stable identity that governs it now), its value is validated and checked in place of V(auto), and
+        C(plan.recorded_sweep) returns C(usable), C(why) it does not hold, and the C(record). With C(may_sweep)
+        false (audit and check mode) a result that does not hold is an error, and one that holds is used with a
+        warning.
     type: dict
   snapshot:
     description:
@@ -408,7 +421,14 @@ def check_intent(module, root, facts):
     """Resolve and validate the intent; fail, having changed nothing, on any error."""
     intent = module.params['intent'] = compliance.normalise_intent(module.params['intent'])
     plan = resolve_intent(root, intent, facts['paths'])
-    errors = plan.pop('errors') + compliance.validate(facts, intent, plan)
+    extra_errors = []
+    if compliance.is_auto(intent) and intent.get('sweep_record') and intent.get('state', 'present') == 'present':
+        text = files.read_text(files.root_path(root, intent['sweep_record']))
+        plan['recorded_sweep'] = compliance.recorded_sweep(facts, intent, plan, text)
+        extra_errors, warnings = compliance.recorded_sweep_messages(intent, plan['recorded_sweep'])
+        plan['warnings'].extend(warnings)
+        intent = module.params['intent'] = compliance.with_recorded(intent, plan['recorded_sweep'])
+    errors = plan.pop('errors') + extra_errors + compliance.validate(facts, intent, plan)
     plan['errors'] = errors
     if errors and module.params['fail_on_invalid']:
         module.fail_json(msg='nothing was changed: %s' % ' '.join(errors), errors=errors, changed=False,

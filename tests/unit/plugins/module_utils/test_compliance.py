@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import json
 
 import pytest
 
@@ -358,3 +359,184 @@ def test_facts_are_not_modified():
     compliance.misses(facts, INTENT, resolved())
     compliance.validate(facts, INTENT, resolved())
     assert facts == snapshot
+
+
+# read_ahead_kb: auto (the role's sweep): the knobs are refused before any change, and the misses wait for
+# the value the sweep chooses.
+
+SWEEP = {'values': [256, 64, 32], 'readers': 4, 'duration': 3, 'size_mb': 256, 'tolerance_pct': 5.0,
+         'volume_type': 'gp3', 'volume_size_gb': 0, 'iops': 0, 'throughput_mibps': 0}
+
+
+def auto_intent(**knobs):
+    sweep = dict(SWEEP)
+    sweep.update(knobs)
+    return compliance.normalise_intent(dict(INTENT, read_ahead_kb='auto', sweep=sweep))
+
+
+def test_auto_with_valid_knobs_has_no_errors():
+    assert compliance.validate(compliant(), auto_intent(), resolved()) == []
+
+
+def test_auto_is_normalised_and_templated_knobs_become_numbers():
+    intent = compliance.normalise_intent(dict(INTENT, read_ahead_kb=' AUTO ', sweep=dict(
+        SWEEP, values=['256', '32'], readers='8', duration='2', tolerance_pct='2.5', iops='0', throughput_mibps='')))
+    assert intent['read_ahead_kb'] == 'auto'
+    assert compliance.is_auto(intent)
+    assert intent['sweep']['values'] == [256, 32]
+    assert (intent['sweep']['readers'], intent['sweep']['duration']) == (8, 2)
+    assert intent['sweep']['tolerance_pct'] == 2.5
+    assert intent['sweep']['iops'] is None and intent['sweep']['throughput_mibps'] is None
+    assert compliance.validate(compliant(), intent, resolved()) == []
+
+
+def test_other_words_are_still_refused_and_the_error_mentions_auto():
+    errors = compliance.validate(compliant(), dict(INTENT, read_ahead_kb='fast'), resolved())
+    assert len(errors) == 1 and 'aem_tuning_read_ahead_kb must be a whole number' in errors[0]
+    assert 'Or give auto' in errors[0]
+
+
+@pytest.mark.parametrize('knobs, needle', [
+    ({'values': []}, 'aem_tuning_sweep_values must be a non-empty list'),
+    ({'values': list(range(4, 140, 4))}, 'aem_tuning_sweep_values has 34 values'),
+    ({'values': [64, 30]}, 'aem_tuning_sweep_values: 30: each value must be'),
+    ({'values': [64, 131072]}, 'aem_tuning_sweep_values: 131072'),
+    ({'values': [64, 'x']}, "aem_tuning_sweep_values: 'x'"),
+    ({'values': [64, 32, 64]}, 'lists 64 more than once'),
+    ({'readers': 0}, 'aem_tuning_sweep_readers=0'),
+    ({'readers': 65}, 'aem_tuning_sweep_readers=65'),
+    ({'duration': 0}, 'aem_tuning_sweep_duration=0'),
+    ({'duration': 200}, 'more than the sweep\'s 900 s limit'),
+    ({'values': [4096, 32], 'size_mb': 8}, 'aem_tuning_sweep_size_mb=8: give MiB of scratch file, at least 16'),
+    ({'tolerance_pct': 100}, 'aem_tuning_sweep_tolerance_pct=100'),
+    ({'volume_type': 'st1'}, "aem_tuning_volume_type='st1'"),
+    ({'volume_type': 'io2'}, 'aem_tuning_volume_type=io2 is provisioned: give aem_tuning_volume_iops'),
+    ({'volume_type': 'custom', 'iops': 5000}, 'custom needs aem_tuning_volume_iops and'),
+    ({'volume_type': 'gp2'}, 'give aem_tuning_volume_size_gb'),
+    ({'iops': -1}, 'aem_tuning_volume_iops=-1: give a positive number'),
+])
+def test_a_bad_sweep_knob_is_refused_naming_the_variable(knobs, needle):
+    errors = compliance.validate(compliant(), auto_intent(**knobs), resolved())
+    assert len(errors) == 1, errors
+    assert needle in errors[0]
+
+
+def test_the_volume_rules_agree_with_the_sweep_module():
+    from ansible_collections.aemops.os_tuning.plugins.module_utils import sweep
+    for knobs in ({'volume_type': 'gp3'}, {'volume_type': 'gp2', 'volume_size_gb': 500},
+                  {'volume_type': 'io1', 'iops': 8000}, {'volume_type': 'io2', 'iops': 16000},
+                  {'volume_type': 'custom', 'iops': 3000, 'throughput_mibps': 125.0}):
+        assert compliance.validate(compliant(), auto_intent(**knobs), resolved()) == []
+        sweep.volume_caps(knobs['volume_type'], knobs.get('volume_size_gb'), knobs.get('iops'),
+                          knobs.get('throughput_mibps'))  # does not raise either
+    for knobs in ({'volume_type': 'gp2'}, {'volume_type': 'io1'}, {'volume_type': 'custom', 'iops': 1}):
+        assert compliance.validate(compliant(), auto_intent(**knobs), resolved())
+        with pytest.raises(sweep.SweepError):
+            sweep.volume_caps(knobs['volume_type'], knobs.get('volume_size_gb'), knobs.get('iops'),
+                              knobs.get('throughput_mibps'))
+
+
+def test_auto_needs_a_repository_path_to_measure_on():
+    errors = compliance.validate(compliant(), auto_intent(), resolved(targets=[]))
+    assert len(errors) == 1 and 'measures on the AEM repository' in errors[0]
+
+
+def test_auto_without_the_knobs_is_refused():
+    errors = compliance.validate(compliant(), dict(INTENT, read_ahead_kb='auto'), resolved())
+    assert errors and 'needs the sweep' in errors[0]
+
+
+def test_auto_leaves_the_read_ahead_value_out_of_the_misses_but_not_persistence():
+    facts = compliant()
+    facts['block_devices']['dm-0']['read_ahead_kb'] = 4096
+    assert compliance.misses(facts, auto_intent(), resolved()) == []
+    facts['block_devices']['dm-0']['rule'] = None
+    assert kinds(compliance.misses(facts, auto_intent(), resolved())) == ['persistence']
+
+
+def test_backout_with_auto_does_not_check_the_knobs():
+    intent = auto_intent(values=[])
+    intent['state'] = 'absent'
+    assert compliance.validate(compliant(), intent, resolved()) == []
+
+
+def test_the_knobs_are_checked_also_with_a_recorded_number():
+    # audit and check mode with auto use the value an apply run recorded, and still refuse a bad knob
+    intent = auto_intent(readers=0)
+    intent['read_ahead_kb'] = 64
+    errors = compliance.validate(compliant(), intent, resolved())
+    assert len(errors) == 1 and 'aem_tuning_sweep_readers=0' in errors[0]
+    intent = auto_intent()
+    intent['read_ahead_kb'] = 64
+    assert compliance.validate(compliant(), intent, resolved()) == []
+
+
+# A recorded sweep (the role's /etc/ansible/facts.d/aem_tuning_sweep.fact): when it holds, and why not.
+FACT = '/etc/ansible/facts.d/aem_tuning_sweep.fact'
+
+
+def record(**kw):
+    result = {'recommended_kb': 64, 'knobs': dict(SWEEP, values=['256', '64', '32'], readers='4'), 'path': REPO,
+              'device': 'dm-0', 'stable_id': {'key': 'ENV{DM_UUID}', 'value': 'LVM-x'}, 'taken': '2026-12-01T10:00:00Z',
+              'why': '64 KiB: the largest within 5% of the best random reads/s'}
+    result.update(kw)
+    return json.dumps(result)
+
+
+def recorded(text, may_sweep=False, facts=None, **knobs):
+    intent = dict(auto_intent(**knobs), sweep_record=FACT, may_sweep=may_sweep)
+    return intent, compliance.recorded_sweep(facts or compliant(), intent, resolved(), text)
+
+
+def test_a_recorded_sweep_with_the_same_settings_path_and_device_holds():
+    # the knobs recorded as text (ansible-core 2.16 templating) compare equal to this run's numbers
+    intent, found = recorded(record())
+    assert found['usable'] and found['why'] == '' and found['record']['recommended_kb'] == 64
+    assert compliance.with_recorded(intent, found)['read_ahead_kb'] == 64
+    errors, warnings = compliance.recorded_sweep_messages(intent, found)
+    assert errors == [] and len(warnings) == 1
+    assert 'does not sweep' in warnings[0] and '64 KiB, recorded by the sweep of dm-0' in warnings[0]
+
+
+def test_a_renamed_device_with_the_same_identity_still_holds():
+    facts = compliant()
+    facts['block_devices']['dm-3'] = facts['block_devices'].pop('dm-0')
+    facts['paths'][REPO]['device'] = 'dm-3'
+    assert recorded(record(), facts=facts)[1]['usable']
+
+
+@pytest.mark.parametrize('text, knobs, needle', [
+    (None, {}, 'no apply run recorded one in ' + FACT),
+    ('{"recommended_kb": 6', {}, 'is not valid JSON'),
+    ('[64]', {}, 'holds no JSON object'),
+    (record(recommended_kb=30), {}, 'records no valid recommended_kb (30)'),
+    (record(recommended_kb='64'), {}, "records no valid recommended_kb ('64')"),
+    (record(), {'readers': 8}, 'measured with other aem_tuning_sweep_* or aem_tuning_volume_* settings'),
+    (record(knobs=None), {}, 'measured with other'),
+    (record(path='/srv/other'), {}, 'measured /srv/other, and this run\'s repository path is ' + REPO),
+    (record(stable_id={'key': 'ENV{DM_UUID}', 'value': 'LVM-y'}), {},
+     'measured dm-0 (ENV{DM_UUID}=LVM-y), and %s is now on dm-0 (ENV{DM_UUID}=LVM-x): another device' % REPO),
+])
+def test_a_recorded_sweep_that_does_not_hold_says_why(text, knobs, needle):
+    intent, found = recorded(text, **knobs)
+    assert not found['usable'] and needle in found['why'], found['why']
+    assert compliance.with_recorded(intent, found)['read_ahead_kb'] == 'auto'
+    # audit and check mode: an error naming why and the fix; nothing to warn about
+    errors, warnings = compliance.recorded_sweep_messages(intent, found)
+    assert warnings == [] and len(errors) == 1
+    assert needle in errors[0] and 'Give aem_tuning_read_ahead_kb a number' in errors[0]
+
+
+def test_apply_mode_may_sweep_so_neither_an_error_nor_a_warning():
+    for text in (None, record()):
+        intent, found = recorded(text, may_sweep=True)
+        assert compliance.recorded_sweep_messages(intent, found) == ([], [])
+    intent = compliance.normalise_intent(dict(auto_intent(), sweep_record='', may_sweep='True'))
+    assert intent['sweep_record'] is None and intent['may_sweep'] is True
+
+
+def test_the_recorded_value_is_what_the_misses_check_against():
+    intent, found = recorded(record())
+    facts = compliant()
+    assert kinds(compliance.misses(facts, compliance.with_recorded(intent, found), resolved())) == [
+        'read_ahead', 'read_ahead', 'tuned_read_ahead']  # dm-0 and nvme1n1 are at 32, the recorded sweep chose 64

@@ -21,7 +21,7 @@ import pytest
 
 from ansible_collections.aemops.os_tuning.plugins.modules import tuning_facts
 from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.test_tuning_facts import (
-    NVME1_SERIAL, REPO, facts_env)
+    LV_UUID, NVME1_SERIAL, REPO, facts_env)
 from ansible_collections.aemops.os_tuning.tests.unit.utils import run_module
 from fakehost import tree_checksum
 
@@ -177,3 +177,54 @@ def test_kernel_settings_before_ours_is_a_conflict_ours_wins(env):
     assert set(c['winner'] for c in facts['tuned']['conflicts']) == set(['aemops-os-tuning'])
     assert 'kernel_settings' in [c['profile'] for c in facts['tuned']['conflicts']]
     assert [m['kind'] for m in facts['compliance']['misses'] if m['kind'].startswith('tuned')] == []
+
+
+SWEEP_FACT = '/etc/ansible/facts.d/aem_tuning_sweep.fact'
+KNOBS = {'values': [256, 64, 32], 'readers': 4, 'duration': 3, 'size_mb': 256, 'tolerance_pct': 5.0,
+         'volume_type': 'gp3', 'volume_size_gb': 0, 'iops': 0, 'throughput_mibps': 0}
+
+
+def auto(may_sweep=False, **kw):
+    return intent(read_ahead_kb='auto', sweep=dict(KNOBS), sweep_record=SWEEP_FACT, may_sweep=may_sweep, **kw)
+
+
+def write_record(env, **kw):
+    data = {'recommended_kb': 4096, 'knobs': KNOBS, 'path': REPO, 'device': 'dm-0', 'taken': '2026-12-01T10:00:00Z',
+            'stable_id': {'key': 'ENV{DM_UUID}', 'value': LV_UUID, 'serial': None}, 'why': 'measured'}
+    data.update(kw)
+    env.host.write(SWEEP_FACT, json.dumps(data))
+
+
+def test_auto_in_audit_mode_checks_against_the_recorded_value_and_warns(env):
+    # The fake LV is at 4096 KiB: with a recorded 4096 there is no read-ahead miss, with 32 there would be.
+    write_record(env)
+    _result, facts = run({'intent': auto()})
+    assert facts['plan']['recorded_sweep']['usable'] is True
+    assert facts['plan']['recorded_sweep']['record']['recommended_kb'] == 4096
+    assert not [m for m in facts['compliance']['misses'] if m['kind'] == 'read_ahead']
+    assert [w for w in env.warnings if 'checks against 4096 KiB, recorded by the sweep of dm-0' in w]
+
+
+def test_auto_in_audit_mode_fails_before_any_change_when_the_record_is_of_another_device(env):
+    write_record(env, stable_id={'key': 'ENV{DM_UUID}', 'value': 'LVM-another'})
+    before = tree_checksum(env.root)
+    result, _facts = run({'intent': auto(), 'snapshot': {'state': 'present'}}, failed=True)
+    assert 'aem_tuning_read_ahead_kb=auto needs a sweep of the live device' in result['msg']
+    assert 'another device' in result['msg'] and result['changed'] is False
+    assert tree_checksum(env.root) == before
+
+
+def test_auto_in_apply_mode_without_a_record_is_left_to_the_sweep(env):
+    _result, facts = run({'intent': auto(may_sweep=True)})
+    assert facts['plan']['recorded_sweep'] == {
+        'usable': False, 'why': 'no apply run recorded one in %s' % SWEEP_FACT, 'record': None}
+    assert not [m for m in facts['compliance']['misses'] if m['kind'] == 'read_ahead']
+    assert not [w for w in env.warnings if 'sweep' in w]
+
+
+def test_a_backout_with_auto_ignores_the_record(env):
+    # A record that does not hold must not stop a backout, nor a warning say it is used.
+    write_record(env, stable_id={'key': 'ENV{DM_UUID}', 'value': 'LVM-another'})
+    _result, facts = run({'intent': auto(state='absent')})
+    assert 'recorded_sweep' not in facts['plan']
+    assert not [w for w in env.warnings if 'sweep' in w]
