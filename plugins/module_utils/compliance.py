@@ -90,6 +90,8 @@ def normalise_intent(intent):
         result['read_ahead_kb'] = AUTO
     if isinstance(result.get('sweep'), dict):
         result['sweep'] = _normalise_sweep(result['sweep'])
+    elif result.get('sweep') == '':
+        result['sweep'] = None  # ansible-core before 2.19 renders none in a mapping as ''
     for key in ('underlying', 'may_sweep'):
         value = result.get(key)
         if isinstance(value, STRING_TYPES):

@@ -231,6 +231,15 @@ def test_normalise_takes_ascii_digits_only():
     assert compliance.normalise_intent({'paths': ''})['paths'] == []
 
 
+def test_a_number_as_ansible_core_2_16_renders_the_role_intent_has_no_errors():
+    # Before 2.19 the role's intent arrives with every value as text, and none as '' (sweep, sweep_record).
+    intent = compliance.normalise_intent(dict(INTENT, read_ahead_kb='32', sweep='', sweep_record='', may_sweep='False',
+                                              underlying='False'))
+    assert intent['sweep'] is None and intent['sweep_record'] is None and intent['may_sweep'] is False
+    assert compliance.validate(compliant(), intent, resolved()) == []
+    assert compliance.misses(compliant(), intent, resolved()) == []
+
+
 def test_a_device_that_does_not_resolve_is_refused_naming_it():
     unresolved = resolved(devices={NVME_LINK: None}, device_errors={NVME_LINK: 'no such device'})
     errors = compliance.validate(compliant(), INTENT, unresolved)

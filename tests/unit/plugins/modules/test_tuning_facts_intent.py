@@ -196,13 +196,17 @@ def write_record(env, **kw):
 
 
 def test_auto_in_audit_mode_checks_against_the_recorded_value_and_warns(env):
-    # The fake LV is at 4096 KiB: with a recorded 4096 there is no read-ahead miss, with 32 there would be.
+    # The fake LV is at 4096 KiB: checked against a recorded 4096 it is compliant, against a recorded 64 not.
     write_record(env)
     _result, facts = run({'intent': auto()})
     assert facts['plan']['recorded_sweep']['usable'] is True
     assert facts['plan']['recorded_sweep']['record']['recommended_kb'] == 4096
     assert not [m for m in facts['compliance']['misses'] if m['kind'] == 'read_ahead']
     assert [w for w in env.warnings if 'checks against 4096 KiB, recorded by the sweep of dm-0' in w]
+    write_record(env, recommended_kb=64)
+    _result, facts = run({'intent': auto()})
+    assert [m for m in facts['compliance']['misses']
+            if m['kind'] == 'read_ahead' and 'dm-0 reads 4096 KiB, not 64' in m['message']]
 
 
 def test_auto_in_audit_mode_fails_before_any_change_when_the_record_is_of_another_device(env):
