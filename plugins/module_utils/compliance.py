@@ -241,7 +241,7 @@ def recorded_sweep(facts, intent, resolved, text):
         return no('%s holds no JSON object' % path)
     kb = record.get('recommended_kb')
     if read_ahead_error(kb, resolved.get('page_kb', 4)):
-        return no('%s records no valid recommended_kb (%r)' % (path, kb), record)
+        return no('%s records no valid recommended_kb (%s)' % (path, json.dumps(kb)), record)
     knobs = record.get('knobs')
     if not isinstance(knobs, dict) or _normalise_sweep(knobs) != intent.get('sweep'):
         return no('the sweep recorded in %s was measured with other aem_tuning_sweep_* or aem_tuning_volume_* '

@@ -195,7 +195,7 @@ EXAMPLES = r'''
     iops: 16000
   become: true
 
-- name: The device's MiB/s every half second while 8 readers read at 4096 KiB (the preset's value: set, then restored)
+- name: The device's MiB/s every half second while 8 readers read at 4096 KiB (the preset's value, set and then restored)
   aemops.os_tuning.read_ahead_sweep:
     path: /srv/aem
     sweep: [4096]

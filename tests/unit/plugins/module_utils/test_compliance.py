@@ -519,7 +519,7 @@ def test_a_renamed_device_with_the_same_identity_still_holds():
     ('{"recommended_kb": 6', {}, 'is not valid JSON'),
     ('[64]', {}, 'holds no JSON object'),
     (record(recommended_kb=30), {}, 'records no valid recommended_kb (30)'),
-    (record(recommended_kb='64'), {}, "records no valid recommended_kb ('64')"),
+    (record(recommended_kb='64'), {}, 'records no valid recommended_kb ("64")'),
     (record(), {'readers': 8}, 'measured with other aem_tuning_sweep_* or aem_tuning_volume_* settings'),
     (record(knobs=None), {}, 'measured with other'),
     (record(path='/srv/other'), {}, 'measured /srv/other, and this run\'s repository path is ' + REPO),
