@@ -97,14 +97,7 @@ log "booting the VM with AEMOPS_VM_NVME_CAPS=$caps in $AEMOPS_VM_RUN"
 phase boot
 
 log "making ext4 on the NVMe disk $nvme_link, mounted at $nvme_mnt"
-guest bash -s -- "$nvme_link" "$nvme_mnt" <<'EOF'
-set -euo pipefail
-dev=$(readlink -f "$1")
-mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 -L nvmeprobe "$dev"
-mkdir -p "$2"
-mount -o noatime "$dev" "$2"
-udevadm settle
-EOF
+guest bash -s -- "$nvme_link" "$nvme_mnt" <bench/probe-fs.sh
 guest bash -s -- "$nvme_link" >"$raw/env-guest.txt" <<'EOF'
 set -euo pipefail
 nvme=$(basename "$(readlink -f "$1")")
