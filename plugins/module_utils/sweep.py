@@ -740,7 +740,12 @@ def random_phase(hooks, fd, size_bytes, make_records, readers, duration, deadlin
         after, settled = probe.settle(hooks['stat'], clock, hooks['sleep'])
     finally:
         if stop_sampler is not None:
-            stop_sampler()
+            # Only when an error is in flight (the way out above clears it): the sampler's own
+            # error, if it has one, must not replace the error that ended the phase.
+            try:
+                stop_sampler()
+            except Exception:  # noqa: BLE001 - the error in flight is the one to report
+                pass
         os.close(phase_fd)
     figures = _random_figures(hooks, lat, rounds, asked_bytes, cached, concurrent, (before, after),
                               (elapsed, settled))

@@ -457,6 +457,27 @@ def test_run_timeline_shows_the_plateau_and_its_end(host):
     assert mean8 == pytest.approx(at8['device_mib_s'], rel=0.05)
 
 
+def test_run_reports_the_read_error_not_the_samplers(host):
+    """A read error while the timeline samples: the sweep names the read's error, and restores."""
+    the_plan = make_plan(host, timeline_interval=0.5)
+    vol = Volume(host, fail_at=64)
+
+    def failing_sampler(timeline):
+        stop = vol.sampler(timeline)
+
+        def stop_and_fail():                                              # fails with the reads, at 64 KiB
+            stop()
+            if ra(host) == 64:
+                raise probe.ProbeError('sda has no I/O counters')
+        return stop_and_fail
+
+    with pytest.raises(sweep.SweepError) as exc:
+        sweep.run(the_plan, vol.hooks(sampler=failing_sampler))
+    assert 'Input/output error' in str(exc.value) and 'I/O counters' not in str(exc.value)
+    assert vol.stopped == 3 and vol.timelines == []
+    assert_restored(host, the_plan, exc.value)
+
+
 def test_timeline_samples_when_due_at_the_intervals_rate():
     now = [10.0]
     sectors = [1000]
