@@ -163,8 +163,8 @@ sanity-2.21: venv ## ansible-test sanity, core 2.21 (the newest), targets from S
 # ---------------------------------------------------------------------------------------
 # Unit tests (see scripts/run-unit)
 
-.PHONY: unit unit-2.16 unit-2.19 unit-2.21 compat
-unit: unit-2.16 unit-2.19 unit-2.21 ## pytest tests/unit with ansible-core 2.16, 2.19 (Python 3.11) and 2.21 (3.12)
+.PHONY: unit unit-2.16 unit-2.19 unit-2.21 unit-bench compat
+unit: unit-2.16 unit-2.19 unit-2.21 unit-bench ## pytest tests/unit with ansible-core 2.16, 2.19 (Python 3.11) and 2.21 (3.12); tests/bench
 
 unit-2.16: venv ## pytest tests/unit, ansible-core 2.16
 	scripts/run-unit core-2.16 $(VENV)/bin/python - $(UNIT_DIRS) -- $(PYTEST_ARGS)
@@ -174,6 +174,9 @@ unit-2.19: venv ## pytest tests/unit, ansible-core 2.19
 
 unit-2.21: venv ## pytest tests/unit, ansible-core 2.21 (the newest)
 	scripts/run-unit core-2.21 $(VENV_221)/bin/python - $(UNIT_DIRS) -- $(PYTEST_ARGS)
+
+unit-bench: venv ## pytest tests/bench: bench/report.py (controller side, the dev venv; no VM)
+	$(VENV)/bin/python -m pytest -q tests/bench $(PYTEST_ARGS)
 
 compat: venv pyenvs ## Module and module_utils unit tests on Python 2.7 and 3.6 (core 2.16 module_utils)
 	@failed=; \

@@ -36,6 +36,7 @@ import argparse
 import glob
 import io
 import json
+import math
 import os
 import re
 import statistics
@@ -594,9 +595,12 @@ def windows(points, seconds=WINDOW_S):
 
 
 def percentile(values, share):
-    """Nearest-rank percentile."""
+    """Nearest-rank percentile: the value of rank ceil(share * n) (1-based) of the sorted values, the rank
+    clamped to [1, n]. share * n is rounded to 9 decimals first, so that float error (0.14 * 50 is
+    7.000000000000001) does not raise the rank by one."""
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, int(round(share * len(ordered) + 0.5)) - 1))]
+    rank = int(math.ceil(round(share * len(ordered), 9)))
+    return ordered[min(len(ordered), max(1, rank)) - 1]
 
 
 def caps_figures(r, mib_s_cap):
