@@ -176,7 +176,7 @@ unit-2.21: venv ## pytest tests/unit, ansible-core 2.21 (the newest)
 	scripts/run-unit core-2.21 $(VENV_221)/bin/python - $(UNIT_DIRS) -- $(PYTEST_ARGS)
 
 unit-bench: venv ## pytest tests/bench: bench/report.py (controller side, the dev venv; no VM)
-	$(VENV)/bin/python -m pytest -q tests/bench $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -q tests/bench
 
 compat: venv pyenvs ## Module and module_utils unit tests on Python 2.7 and 3.6 (core 2.16 module_utils)
 	@failed=; \

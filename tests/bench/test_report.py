@@ -98,7 +98,7 @@ def test_percentile_matches_the_definition_in_exact_arithmetic():
         values = list(range(n, 0, -1))  # the value of rank r is r
         for k in range(101):
             exact = Fraction(k * n, 100)
-            rank = max(1, -(-exact.numerator // exact.denominator))
+            rank = max(1, (exact.numerator + exact.denominator - 1) // exact.denominator)  # the ceiling
             assert report.percentile(values, k / 100.0) == rank, 'share %s of %d values' % (k / 100.0, n)
 
 
@@ -284,8 +284,7 @@ def test_summarize_caps_medians_over_the_rounds_and_ratios():
     assert 'window_p10_mib_s' not in ratios and 'window_p90_mib_s' not in ratios
     sweep = summary['sweep']
     assert [r['read_ahead_kb'] for r in sweep['rows']] == [4096, 1024, 64, 32]
-    assert [r['cap_share'] for r in sweep['rows']] == [round(114.4 / 125.0, 3), round(116.8 / 125.0, 3), round(109.4 / 125.0, 3),
-                                                        round(84.1 / 125.0, 3)]
+    assert [r['cap_share'] for r in sweep['rows']] == [round(mib_s / 125.0, 3) for mib_s in (114.4, 116.8, 109.4, 84.1)]
     assert (sweep['recommended_kb'], sweep['within_kb'], sweep['tolerance_pct'], sweep['caps']) == (64, [64, 32], 5.0, CAPS)
     assert sweep['original_kb'] == 32 and sweep['threshold_reads_per_s'] == 1812.2
 
@@ -581,8 +580,8 @@ def test_caps_record_then_caps_collect(tmp_path, monkeypatch, capsys):
     doc = load(out)
     assert doc['effect'] == {'kept': True} and doc['command'] == 'make bench'  # collect's keys are kept
     caps = doc['caps']
-    assert [(r['phase'], r['round']) for r in caps['records']] == [('before', 1), ('before', 2), ('before', 3), ('after', 1), ('after', 2),
-                                                                  ('after', 3), ('sweep', 1)]
+    assert [(r['phase'], r['round']) for r in caps['records']] == [('before', 1), ('before', 2), ('before', 3),
+                                                                   ('after', 1), ('after', 2), ('after', 3), ('sweep', 1)]
     assert caps['config'] == {'runs': 3, 'duration': 20, 'readers': 8, 'size_mb': 512, 'interval': 0.5, 'sweep_duration': 5,
                               'sweep_values': [4096, 1024, 64, 32], 'nvme_caps': 'gp3', 'volume': 'volume_type=gp3'}
     assert 'runs' not in caps['host'] and caps['host']['git_commit'].startswith('d60a7f7c2e')
