@@ -732,6 +732,14 @@ def test_probe_record_refuses_another_read_ahead(tmp_path, monkeypatch, capsys):
     assert not out.exists()
 
 
+def render(doc_path, md_path):
+    """``report.py render`` DOC MD; the Markdown written, as text and as lines."""
+    report.main(['render', str(doc_path), str(md_path)])
+    with io.open(str(md_path), encoding='utf-8') as f:
+        text = f.read()
+    return text, text.splitlines()
+
+
 def test_collect_then_render(tmp_path, monkeypatch, capsys):
     raw = bench_raw(tmp_path, monkeypatch)
     out = tmp_path / 'results.json'
@@ -750,10 +758,7 @@ def test_collect_then_render(tmp_path, monkeypatch, capsys):
                                        "host load 6.50; on the target: 3 task results, 3 module processes, tuned-adm ['verify']\n")
 
     md = tmp_path / 'RESULTS.md'
-    report.main(['render', str(out), str(md)])
-    with io.open(str(md), encoding='utf-8') as f:
-        text = f.read()
-    lines = text.splitlines()
+    text, lines = render(out, md)
     assert lines[0] == '# make bench: results'
     assert 'Measured 2026-12-01T12:51:35Z by `make bench` (`bench/run.sh`, 15 min 46 s).' in lines[2]
     assert ('- NVMe data disk: read amplification 471.8x at 4096 KiB, -x at 128 KiB, 3.6x at 32 KiB (limit 1.0x); '
@@ -777,10 +782,7 @@ def test_collect_then_render(tmp_path, monkeypatch, capsys):
     # bench/caps.sh's section next to it: caps-collect keeps collect's keys, render adds the section
     report.main(['caps-collect', str(caps_raw(tmp_path, monkeypatch)), str(out)])
     assert load(out)['effect'] == doc['effect']
-    report.main(['render', str(out), str(md)])
-    with io.open(str(md), encoding='utf-8') as f:
-        text = f.read()
-    lines = text.splitlines()
+    text, lines = render(out, md)
     assert '## Plateau under EBS-like caps (`make bench-caps`, `bench/caps.sh`)' in lines
     assert ('- Under gp3-like caps ([section below](#plateau-under-ebs-like-caps-make-bench-caps-benchcapssh), commit `d60a7f7c2e`), '
             '4096 KiB -> 32 KiB: random reads/s 35.0 -> 1800.0 (**51.4x**), p99 85.71 -> 1.67 ms') in text
