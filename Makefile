@@ -1,7 +1,8 @@
 # Development tool chain for the aemops.os_tuning collection.
 #
 #   make help       list the targets
-#   make test       everything CI runs (.ci/run): lint sanity unit compat build-test ee integration molecule run
+#   make test       everything CI runs (.ci/run), on two workers side by side (scripts/test-lanes.py)
+#   make check      the fast loop while working: lint, unit on 2.16, compat, integration (no VM)
 #
 # Environments (all rebuilt automatically when their requirements/*.txt lock changes;
 # re-running any target is fast when nothing changed):
@@ -209,20 +210,36 @@ MOLECULE_USER_SCENARIOS ?= rhel7 rhel8 rhel9
 # failure checks and their reboot; the newest controller only). 2.16 runs every other scenario.
 MOLECULE_CONTROLLERS ?= $(VENV_219):2.19:false $(VENV_221):2.21:true
 
-molecule: venv ## molecule test of the VM scenarios and of controllers on 2.19/2.21; syntax check of the rhel* ones
-	@for s in $(MOLECULE_USER_SCENARIOS); do molecule syntax -s $$s || exit 1; done
-	@failed=; for s in $(MOLECULE_VM_SCENARIOS); do \
-	  start=$$(date +%s); \
-	  if molecule test -s $$s; then echo "molecule $$s: passed in $$(( $$(date +%s) - start ))s"; \
-	  else echo "molecule $$s: FAILED after $$(( $$(date +%s) - start ))s"; failed="$$failed $$s"; fi; \
+molecule: venv ## molecule test of every VM scenario and of controllers on 2.19/2.21, one after another; syntax of the rhel* ones
+	@failed=; for t in molecule-syntax $(addprefix molecule-,$(MOLECULE_VM_SCENARIOS)) molecule-controllers; do \
+	  $(MAKE) $$t || failed="$$failed $$t"; \
 	done; \
-	for c in $(MOLECULE_CONTROLLERS); do \
+	if [ -n "$$failed" ]; then echo "molecule: failed:$$failed"; exit 1; fi
+
+.PHONY: molecule-syntax molecule-controllers $(addprefix molecule-,$(MOLECULE_VM_SCENARIOS))
+molecule-syntax: venv ## molecule syntax of the scenarios for your own hosts (rhel7/8/9)
+	@for s in $(MOLECULE_USER_SCENARIOS); do molecule syntax -s $$s || exit 1; done
+
+# One VM scenario: make molecule-default, molecule-upgrade, molecule-cmdline, molecule-auto.
+$(addprefix molecule-,$(MOLECULE_VM_SCENARIOS)): molecule-%: venv
+	@start=$$(date +%s); \
+	if molecule test -s $*; then echo "molecule $*: passed in $$(( $$(date +%s) - start ))s"; \
+	else echo "molecule $*: FAILED after $$(( $$(date +%s) - start ))s"; exit 1; fi
+
+molecule-controllers: venv ## molecule test -s controllers once per controller in MOLECULE_CONTROLLERS
+	@failed=; for c in $(MOLECULE_CONTROLLERS); do \
 	  IFS=: read -r venv core full <<< "$$c"; start=$$(date +%s); \
 	  if AEMOPS_CONTROLLER_VENV=$$venv AEMOPS_CONTROLLER_CORE=$$core AEMOPS_CONTROLLER_FULL=$$full \
 	     molecule test -s controllers; then echo "molecule controllers (ansible-core $$core): passed in $$(( $$(date +%s) - start ))s"; \
 	  else echo "molecule controllers (ansible-core $$core): FAILED after $$(( $$(date +%s) - start ))s"; failed="$$failed controllers-$$core"; fi; \
 	done; \
 	if [ -n "$$failed" ]; then echo "molecule: failed:$$failed"; exit 1; fi
+
+.PHONY: vm-images
+vm-images: ## Build or reuse every VM image (bookworm and its grub variant, bullseye) and the upgrade package caches
+	tests/vm/vm.sh build --grub
+	tests/vm/vm.sh build --release bullseye
+	tests/vm/upgrade.sh cache "$$(tests/vm/vm.sh build --release bullseye | tail -n 1)" bookworm trixie
 
 # The interpreter is pinned: discovery would pick a pyenv shim (python3.12) that fails here.
 run: venv ## The main job: boot the VM preset (RHEL 8 on Nitro) and fix it with playbooks/migrate-aem.yml
@@ -248,11 +265,21 @@ ee: venv ## Validate the execution environment definition (ansible-builder creat
 
 # ---------------------------------------------------------------------------------------
 
-# The phases of `make test`, in order; .ci/run reads them (make -s print-test-phases).
-TEST_PHASES := lint sanity unit compat build-test ee integration molecule run
+# The phases of `make test`, in the order two workers take them (scripts/test-lanes.py): the
+# image builds and the long upgrade scenario first, so that they overlap the CPU-bound checks
+# on CI's 2 cores; a phase that boots a VM starts after vm-images. docs/testing.md has the
+# measured split. TEST_WORKERS=1 runs them one after another.
+TEST_PHASES := vm-images molecule-upgrade lint sanity unit compat build-test ee integration \
+  molecule-default molecule-controllers molecule-auto run molecule-cmdline molecule-syntax
 
-.PHONY: test print-test-phases
-test: $(TEST_PHASES) ## lint sanity unit compat build-test ee integration molecule run
+.PHONY: test check print-test-phases
+test: venv pyenvs ## Everything CI checks, on two workers, with a phase table (scripts/test-lanes.py)
+	python3 scripts/test-lanes.py $(TEST_PHASES)
+
+check: ## The day-to-day loop, under 10 minutes: lint, unit (2.16), compat, integration (no VM)
+	@start=$$(date +%s); \
+	$(MAKE) lint unit-2.16 compat integration; \
+	echo "make check: passed in $$(( $$(date +%s) - start ))s"
 
 print-test-phases:
 	@echo $(TEST_PHASES)

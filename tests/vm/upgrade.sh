@@ -18,6 +18,8 @@
 #   2. apt-get update            (cache: the package lists it fetched, kept with the step)
 #   3. apt-get upgrade --without-new-pkgs   (the "minimal system upgrade")
 #   4. apt-get full-upgrade
+# with dpkg's --force-unsafe-io (no fsync per unpacked file: the disk is a throwaway copy,
+# synced once when the step ends, and a crash mid-step fails the run anyway),
 # with --force-confdef --force-confold and UCF_FORCE_CONFFOLD, so that changed
 # configuration files (tuned-main.conf, /etc/default/grub, sshd_config) are
 # kept and unchanged ones are replaced, and with a policy-rc.d that stops
@@ -191,7 +193,8 @@ upgrade_step() { # from to stepdir online|offline
 	mount --bind "$dir/archives" "$MNT/var/cache/aemops-upgrade"
 	apt=(apt-get -y -q -o Dir::Cache::Archives=/var/cache/aemops-upgrade/
 		-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold
-		-o Dpkg::Use-Pty=false -o APT::Keep-Downloaded-Packages=true)
+		-o Dpkg::Use-Pty=false -o APT::Keep-Downloaded-Packages=true
+		-o Dpkg::Options::=--force-unsafe-io)
 	if [ "$mode" = online ]; then
 		local resolv_saved=0
 		if [ -e "$MNT/etc/resolv.conf" ] || [ -L "$MNT/etc/resolv.conf" ]; then

@@ -35,6 +35,11 @@ usage: $0 COMMAND [ARGS]
   status                   qemu pid, port, accel, NVMe order, guest boot id
   inventory                write and print \$RUN/inventory.ini and \$RUN/ssh_config
   facts                    read-ahead, tuned, THP and disk serials in the guest
+  collect DIR              keep what tells why a run failed in DIR: the serial log of
+                           every boot, qemu's stderr, the status and, when the guest
+                           answers, its journal of every boot, tuned.log, the failed
+                           units and the block devices' read-ahead (the destroy steps
+                           call it before down --purge)
 
 environment:
   AEMOPS_VM_RUN=$RUN   run state: key, port, pid, serial.log, overlays
@@ -186,9 +191,13 @@ cmd_wait() {
 	start=$(date +%s)
 	[ -f "$RUN/qemu.pid" ] || die "no VM in $RUN ($0 up)"
 	# 1. sshd really answers (the forwarded port accepts connections earlier).
-	until vssh true 2>/dev/null; do
-		pid_alive || { tail -30 "$RUN/serial.log" >&2; die "qemu is not running"; }
-		[ $(($(date +%s) - start)) -lt "$timeout" ] || die "no ssh after ${timeout}s (see $RUN/serial.log)"
+	local last=''
+	until last=$(vssh true 2>&1); do
+		pid_alive || { tail -30 "$RUN/serial.log" >&2; die "waiting for ssh: qemu is not running (serial log above)"; }
+		if [ $(($(date +%s) - start)) -ge "$timeout" ]; then
+			tail -30 "$RUN/serial.log" >&2
+			die "waiting for ssh: no answer after ${timeout}s; ssh said last: ${last:-nothing}; the serial log's end is above ($RUN/serial.log)"
+		fi
 		sleep 2
 	done
 	# 2. boot finished; accept degraded but name the failed units.
@@ -198,13 +207,14 @@ cmd_wait() {
 	degraded)
 		failed=$(vssh "systemctl --failed --no-legend --plain | cut -d' ' -f1 | paste -sd' '")
 		log "guest is degraded, failed units: $failed" ;;
-	*) die "guest state '$state' after boot" ;;
+	*) die "waiting for systemctl is-system-running --wait (${timeout}s): the guest says '${state:-no answer}'; running jobs: $(vssh 'systemctl list-jobs --no-legend --plain | head -5' 2>&1 | paste -sd';')" ;;
 	esac
 	# 3. tuned started after boot and applied its static tuning (tuned logs
 	#    'static tuning from profile ... applied' after each 'starting tuning').
 	until vssh 'systemctl -q is-active tuned && tac /var/log/tuned/tuned.log |
 		grep -m1 -E "starting tuning|static tuning from profile" | grep -q "static tuning"' 2>/dev/null; do
-		[ $(($(date +%s) - start)) -lt "$timeout" ] || die "tuned did not settle after ${timeout}s"
+		[ $(($(date +%s) - start)) -lt "$timeout" ] ||
+			die "waiting for tuned's 'static tuning from profile ... applied' after its last 'starting tuning': not seen after ${timeout}s; tuned is $(vssh systemctl is-active tuned 2>&1 || true); tuned.log ends: $(vssh 'tail -5 /var/log/tuned/tuned.log' 2>&1 | paste -sd'|')"
 		sleep 2
 	done
 	log "guest ready ($state, tuned: $(vssh tuned-adm active | sed 's/.*: //')) after $(($(date +%s) - start)) s"
@@ -239,7 +249,7 @@ guest_stop() { # reboot|poweroff: run it in the guest, wait for qemu to exit
 	start=$(date +%s)
 	vssh systemctl "$1" || true
 	while pid_alive; do # direct kernel boot: ACPI poweroff ends qemu
-		[ $(($(date +%s) - start)) -lt 180 ] || { log "guest did not stop, killing qemu"; cmd_down --keep; }
+		[ $(($(date +%s) - start)) -lt 180 ] || { log "systemctl $1: qemu still running after 180 s, killing it; serial log ends: $(tail -3 "$RUN/serial.log" | paste -sd'|')"; cmd_down --keep; }
 		sleep 1
 	done
 }
@@ -251,8 +261,9 @@ warm_reboot() { # guest reset inside the same qemu process
 	vssh systemctl reboot || true
 	until [ "$(vssh cat /proc/sys/kernel/random/boot_id 2>/dev/null || true)" != "$boot_id" ] &&
 		vssh true 2>/dev/null; do
-		pid_alive || die "qemu exited during reboot"
-		[ $(($(date +%s) - start)) -lt "$WAIT_TIMEOUT" ] || die "guest did not come back"
+		pid_alive || die "waiting for a new boot id after the warm reboot: qemu exited"
+		[ $(($(date +%s) - start)) -lt "$WAIT_TIMEOUT" ] ||
+			die "waiting for a new boot id after the warm reboot: still $boot_id or no ssh after ${WAIT_TIMEOUT}s (see $RUN/serial.log)"
 		sleep 2
 	done
 }
@@ -387,10 +398,29 @@ findmnt -n -o TARGET,SOURCE,FSTYPE /srv/aem; findmnt -n -o TARGET,SOURCE,FSTYPE 
 EOF
 }
 
+cmd_collect() { # DIR: never fails the caller, whatever state the VM is in
+	local dir=${1:?usage: $0 collect DIR}
+	mkdir -p "$dir"
+	[ -d "$RUN" ] || { echo "no run dir $RUN" >"$dir/status.txt"; return 0; }
+	cp "$RUN/serial.log" "$dir/serial.log" 2>/dev/null || true
+	cp "$RUN/qemu.err" "$dir/qemu.err" 2>/dev/null || true
+	cmd_status >"$dir/status.txt" 2>&1 || true
+	if pid_alive && timeout 20 ssh -F "$RUN/ssh_config" -o ConnectTimeout=5 aemvm true 2>/dev/null; then
+		vssh 'journalctl --no-pager -o short-monotonic --list-boots; journalctl --no-pager -o short-monotonic' \
+			>"$dir/journal.txt" 2>&1 || true
+		vssh 'cat /var/log/tuned/tuned.log' >"$dir/tuned.log" 2>&1 || true
+		{ vssh 'systemctl --failed --no-pager; tuned-adm active; cat /proc/cmdline' || true
+		  cmd_facts || true; } >"$dir/guest-state.txt" 2>&1
+	else
+		echo "the guest did not answer: only the serial log and qemu's stderr" >>"$dir/status.txt"
+	fi
+	log "kept the VM's logs in $dir"
+}
+
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case $cmd in
-build | up | wait | ssh | reboot | stop | start | upgrade | down | status | inventory | facts) "cmd_$cmd" "$@" ;;
+build | up | wait | ssh | reboot | stop | start | upgrade | down | status | inventory | facts | collect) "cmd_$cmd" "$@" ;;
 -h | --help | help) usage ;;
 *) usage >&2; exit 2 ;;
 esac
