@@ -4,12 +4,12 @@
 """Run the phases of `make test` on two workers: python3 scripts/test-lanes.py PHASE...
 
 What `make test` runs (and .ci/run through it). The phases come in the Makefile's order
-(TEST_PHASES): longest and earliest-needed first. Two workers take the next phase from that
-queue as each becomes free, so that on CI's 2 cores the CPU-bound checks (sanity, unit,
+(TEST_PHASES): longest and earliest-needed first. Two workers take the first phase from that
+queue that can start as each becomes free, so that on CI's 2 cores the CPU-bound checks (sanity, unit,
 compat) overlap the image builds, which wait on the mirror and the disk, and the VM
-scenarios, whose guests mostly wait on their own vCPUs. A phase that boots a VM waits
-until `vm-images` has ended (which a worker takes first), so that two builders never race
-for the same image. A failed phase does not stop the others; the exit status is 1 if any
+scenarios, whose guests mostly wait on their own vCPUs. A phase that boots a VM is not
+started before `vm-images` has ended (a worker takes that first; the other runs the checks
+meanwhile), so that two builders never race for the same image. A failed phase does not stop the others; the exit status is 1 if any
 phase failed. docs/testing.md has the measured split.
 
 Each phase is `make PHASE`, its whole output in AEMOPS_CI_LOGS/PHASE.log (default
@@ -58,14 +58,20 @@ class Lanes(object):
             print('%s [%s] %s' % ('==>', time.strftime('%H:%M:%S'), text))
             sys.stdout.flush()
 
-    def next_phase(self):
-        with self.lock:
-            return self.queue.pop(0) if self.queue else None
+    def next_phase(self, worker):
+        """The first phase in the queue that can start now; waits only when every one left needs the images."""
+        while True:
+            with self.lock:
+                if not self.queue:
+                    return None
+                ready = self.images_done.is_set()
+                for i, name in enumerate(self.queue):
+                    if ready or not needs_images(name):
+                        return self.queue.pop(i)
+            self.say('worker %d: the phases left need %s: waiting for it' % (worker, IMAGES))
+            self.images_done.wait()
 
     def run_phase(self, worker, name):
-        if needs_images(name) and not self.images_done.is_set():
-            self.say('worker %d: %s waits for %s' % (worker, name, IMAGES))
-            self.images_done.wait()
         log = os.path.join(self.logs, name + '.log')
         self.say('worker %d: %s (log: %s)' % (worker, name, log))
         t0 = time.time()
@@ -81,7 +87,7 @@ class Lanes(object):
 
     def worker(self, worker):
         while True:
-            name = self.next_phase()
+            name = self.next_phase(worker)
             if name is None:
                 return
             try:
@@ -99,6 +105,31 @@ class Lanes(object):
             while t.is_alive():
                 t.join(1)
         return self.rows
+
+
+def tail(path, count):
+    try:
+        with open(path, 'rb') as f:
+            lines = f.read().decode('utf-8', 'replace').splitlines()
+    except (IOError, OSError):
+        return []
+    return lines[-count:]
+
+
+def show_guest_logs(vm_logs, phase):
+    """The end of what `vm.sh collect` kept of each VM of a failed phase (molecule-X: vm/X*)."""
+    scenario = 'run' if phase == 'run' else phase[len('molecule-'):]
+    try:
+        dirs = sorted(d for d in os.listdir(vm_logs) if d == scenario or d.startswith(scenario + '-'))
+    except OSError:
+        dirs = []
+    for d in dirs:
+        path = os.path.join(vm_logs, d)
+        print('    guest logs of %s (vm.sh collect): %s' % (d, path))
+        for name, count in (('status.txt', 3), ('tuned.log', 6), ('serial.log', 6)):
+            for line in tail(os.path.join(path, name), count):
+                print('      %s| %s' % (name, line[:200]))
+    sys.stdout.flush()
 
 
 def read_setup_rows(table):
@@ -142,9 +173,8 @@ def main(argv):
         print('\n==> where %s failed (scripts/failure-excerpt.py %s):' % (name, log))
         sys.stdout.flush()
         subprocess.call([sys.executable, 'scripts/failure-excerpt.py', log, str(120 // len(failed))])
-        vm_logs = os.path.join(logs, 'vm')
-        if needs_images(name) and os.path.isdir(vm_logs):
-            print('    the VMs\' serial logs, journals and tuned.log (vm.sh collect): %s' % vm_logs)
+        if needs_images(name):
+            show_guest_logs(os.path.join(logs, 'vm'), name)
     print('\n==> phases (worker, result, start offset and length in seconds)')
     for row in rows:
         print('  %-5s %-22s %-7s %7s %6d' % (row[0], row[1], row[2], '+%d' % row[3], row[4]))
