@@ -406,6 +406,19 @@ def tree_checksum(root):
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures')
 
 
+def deny_run_dir(root, monkeypatch):
+    """mkdir under the fake host's /run fails with EACCES, as it does for a run that is not root
+    (/run is 0755 root, so /run/aemops-os-tuning cannot be created)."""
+    real = os.mkdir
+    run = os.path.join(str(root), 'run')
+
+    def mkdir(path, mode=0o777):
+        if str(path) == run or str(path).startswith(run + os.sep):
+            raise OSError(errno.EACCES, os.strerror(errno.EACCES), path)
+        return real(path, mode)
+    monkeypatch.setattr(os, 'mkdir', mkdir)
+
+
 def fixture(name):
     """The text of ``tests/unit/fixtures/<name>`` (each fixture names its upstream source)."""
     with open(os.path.join(FIXTURES, name)) as f:

@@ -33,7 +33,7 @@ from ansible_collections.aemops.os_tuning.plugins.module_utils import files, thp
 from ansible_collections.aemops.os_tuning.plugins.modules import thp as thp_module
 from ansible_collections.aemops.os_tuning.tests.unit.utils import Env
 from fakehost import (
-    GRUBBY_VERSIONS, OS_RELEASE, THP_DIR, THP_DIR_RHEL6, FakeHost, FakeTools, fixture, tree_checksum,
+    GRUBBY_VERSIONS, OS_RELEASE, THP_DIR, THP_DIR_RHEL6, FakeHost, FakeTools, deny_run_dir, fixture, tree_checksum,
 )
 
 BASELINE = thp.BASELINE_FILE
@@ -902,6 +902,7 @@ def _read_only_sysfs(env, monkeypatch):
 
 def _not_root(env, monkeypatch):
     _deny_thp_writes(monkeypatch, 1000)
+    deny_run_dir(env.root, monkeypatch)
 
 
 BAD_INPUTS = [
