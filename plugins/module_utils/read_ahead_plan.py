@@ -18,10 +18,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import os
 import re
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files, tuned, udev_rules
+from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files, runstate, tuned, udev_rules
 
 MAX_READ_AHEAD_KB = udev_rules.MAX_READ_AHEAD_KB
 
@@ -197,6 +198,36 @@ def resolve(snap, params, warnings):
     if errors:
         raise PlanError('; '.join(errors), warnings, changed=False)
     return order, targets, skipped
+
+
+@contextlib.contextmanager
+def device_locks(snap, params, check_mode):
+    """Hold the read-ahead lock of every device this run may write, in sorted order.
+
+    It is the lock a read-ahead sweep holds while it measures and restores (runstate.device_lock_name,
+    keyed by major:minor), so the run waits for a sweep to end (at most runstate.DEFAULT_LOCK_TIMEOUT
+    seconds, then fails naming the holder) and plans from the value the device holds afterwards.
+    Check mode writes nothing and takes none; a run that is not root cannot take them (see
+    files.locked_all). Unresolvable targets are left to :func:`plan` to report.
+    """
+    if check_mode:
+        yield
+        return
+    try:
+        names = resolve(snap, dict(params, ignore_missing=True), [])[0]
+    except PlanError:
+        names = []
+    stack = []
+    try:
+        for majmin in sorted(set(blockdev.majmin(snap.root, name) for name in names) - set([None])):
+            cm = runstate.locked(snap.root, runstate.device_lock_name(majmin), 'the read-ahead of block device %s'
+                                 % majmin, required=runstate.euid() == 0)
+            cm.__enter__()
+            stack.append(cm)
+        yield
+    finally:
+        while stack:
+            stack.pop().__exit__(None, None, None)
 
 
 # -- planning -------------------------------------------------------------------------------------

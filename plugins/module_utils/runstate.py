@@ -543,9 +543,9 @@ def _wait_flock(fd, deadline, poll):
         time.sleep(poll)
 
 
-def lock_is_free(root, name):
-    """Whether nobody holds lock ``name`` (for check mode and plans: nothing is created or changed)."""
-    full = lock_path(root, name)
+def lock_is_free(full):
+    """Whether nobody holds the lock file ``full`` (a host path; for check mode and plans: nothing is
+    created or changed)."""
     try:
         fd = os.open(full, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK | _CLOEXEC)
     except OSError:

@@ -246,6 +246,17 @@ def run(module, root):
     snap = read_ahead_plan.Snapshot(root, module.run_command, module.get_bin_path)
     try:
         kb, warnings = read_ahead_plan.validate(p)
+    except read_ahead_plan.PlanError as e:
+        for warning in e.warnings:
+            module.warn(warning)
+        module.fail_json(msg=str(e), **e.extra)
+    # The devices' read-ahead locks (a sweep's too): held from the plan to the read-back.
+    with read_ahead_plan.device_locks(snap, p, module.check_mode):
+        return _run_locked(module, snap, p, kb, warnings)
+
+
+def _run_locked(module, snap, p, kb, warnings):
+    try:
         plan = read_ahead_plan.plan(snap, p, module.check_mode, kb, warnings)
     except read_ahead_plan.PlanError as e:
         for warning in e.warnings:

@@ -848,3 +848,50 @@ def test_non_utf8_loop_works_with_persist_false(env):
     assert only_device(result)['after_kb'] == 32
     failed = env.fail({'devices': ['loop8'], 'read_ahead_kb': 64})
     assert 'not valid UTF-8' in failed['msg']
+
+
+# ---------------------------------------------------------------------------------------------
+# The device's read-ahead lock: shared with read_ahead_sweep (issue 24)
+
+def _hold_device_lock(env, majmin='253:0'):
+    """Another run (a sweep) holds the device's read-ahead lock: a descriptor of its own."""
+    import fcntl
+    runstate.run_dir(env.root)
+    fd = os.open(runstate.lock_path(env.root, runstate.device_lock_name(majmin)), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def test_a_run_during_a_sweep_waits_and_plans_from_the_restored_value(env):
+    import threading
+    blockdev.write_read_ahead_kb(env.root, 'dm-0', 64)  # the sweep is measuring 64 KiB
+    fd = _hold_device_lock(env)
+
+    def sweep_ends():
+        blockdev.write_read_ahead_kb(env.root, 'dm-0', 4096)  # its restore
+        os.close(fd)
+    timer = threading.Timer(0.5, sweep_ends)
+    timer.start()
+    try:
+        result = env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    finally:
+        timer.join()
+    entry = only_device(result)
+    assert (entry['before_kb'], entry['after_kb'], result['changed']) == (4096, 32, True)
+    assert env.ra('dm-0') == 32
+    assert env.rules()[1][LV_MATCH]['read_ahead_kb'] == 4096  # the baseline is not the sweep's value
+
+
+def test_a_run_during_a_sweep_fails_clearly_when_it_does_not_end(env, monkeypatch):
+    monkeypatch.setattr(runstate, 'DEFAULT_LOCK_TIMEOUT', 0)
+    blockdev.write_read_ahead_kb(env.root, 'dm-0', 64)
+    fd = _hold_device_lock(env)
+    try:
+        before = tree_checksum(env.root)
+        result = env.fail({'devices': ['dm-0'], 'read_ahead_kb': 32})
+        assert tree_checksum(env.root) == before
+    finally:
+        os.close(fd)
+    assert 'waiting for the lock on the read-ahead of block device 253:0' in result['msg']
+    assert 'held by pid %d (' % os.getpid() in result['msg']
+    assert env.ra('dm-0') == 64
