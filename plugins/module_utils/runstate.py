@@ -345,18 +345,26 @@ def read_json(full, display=None, kind=dict, max_bytes=MAX_JSON_BYTES, owned=Fal
     RUN_DIR). At most ``max_bytes`` are read.
     """
     display = display or full
+    data, damage = read_checked(full, display, max_bytes, owned)
+    if data is None:
+        return None, damage
+    return parse_json(data, display, kind)
+
+
+def read_checked(full, display=None, max_bytes=MAX_JSON_BYTES, owned=False):
+    """(bytes, None), (None, None) when absent, or (None, 'damaged: <display>: <why>'); never raises.
+
+    Opened as :func:`read_json` opens its files.
+    """
+    display = display or full
     try:
         if owned:
-            data = read_verified(full, display, max_bytes)
-        else:
-            data = _read_regular(full, display, max_bytes)
+            return read_verified(full, display, max_bytes), None
+        return _read_regular(full, display, max_bytes), None
     except FileError as e:
         return None, damaged(display, _strip(str(e), display))
     except (IOError, OSError) as e:
         return None, damaged(display, os.strerror(e.errno) if getattr(e, 'errno', None) else str(e))
-    if data is None:
-        return None, None
-    return parse_json(data, display, kind)
 
 
 def _strip(message, display):

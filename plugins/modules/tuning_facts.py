@@ -156,7 +156,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    blockdev, bootloader, compliance, files, thp, tuned, udev_rules)
+    blockdev, bootloader, compliance, files, runstate, thp, tuned, udev_rules)
 
 ROOT = '/'
 SKIP_PREFIXES = ('ram', 'zram', 'sr', 'fd')
@@ -360,20 +360,18 @@ def resolve_intent(root, intent, path_facts):
 
 
 def read_snapshot(root, path):
-    text = files.read_text(files.root_path(root, path))
-    if text is None:
-        return None
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        return {'error': '%s is not valid JSON (%s): restore it from backup, or delete it to take a new snapshot.'
-                         % (path, e)}
-    return data if isinstance(data, dict) else {'error': '%s holds no JSON object: delete it.' % path}
+    """The snapshot (a dict), None when absent, or {'error': 'damaged: <path>: <why> ...'} (runstate.read_json)."""
+    data, damage = runstate.read_json(files.root_path(root, path), path, dict)
+    if damage:
+        return {'error': '%s: restore it from backup, or delete it to take a new snapshot.' % damage}
+    return data
 
 
 def write_snapshot(module, root, path, facts, now):
-    """Write the snapshot once; the directories created for it are recorded in it. Returns changed."""
-    if files.read_text(files.root_path(root, path)) is not None:
+    """Write the snapshot once; the directories created for it are recorded in it. Returns changed.
+
+    Whatever is at the path already (a snapshot, or a damaged or non-regular file) is kept, never replaced."""
+    if os.path.lexists(files.root_path(root, path)):
         return False
     if module.check_mode:
         return True
@@ -423,8 +421,9 @@ def check_intent(module, root, facts):
     plan = resolve_intent(root, intent, facts['paths'])
     extra_errors = []
     if compliance.is_auto(intent) and intent.get('sweep_record') and intent.get('state', 'present') == 'present':
-        text = files.read_text(files.root_path(root, intent['sweep_record']))
-        plan['recorded_sweep'] = compliance.recorded_sweep(facts, intent, plan, text)
+        data, damage = runstate.read_checked(files.root_path(root, intent['sweep_record']), intent['sweep_record'])
+        plan['recorded_sweep'] = (compliance.recorded_sweep(facts, intent, plan, data) if damage is None else
+                                  {'usable': False, 'why': damage, 'record': None})
         extra_errors, warnings = compliance.recorded_sweep_messages(intent, plan['recorded_sweep'])
         plan['warnings'].extend(warnings)
         intent = module.params['intent'] = compliance.with_recorded(intent, plan['recorded_sweep'])

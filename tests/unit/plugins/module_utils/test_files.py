@@ -582,3 +582,14 @@ def test_locked_all_takes_locks_in_sorted_order(tmpdir, monkeypatch):
     with files.locked_all(['/etc/tuned/x/tuned.conf', '/etc/udev/rules.d/a.rules', None], str(tmpdir)):
         pass
     assert order == ['/etc/tuned/x/tuned.conf', '/etc/udev/rules.d/a.rules']
+
+
+@pytest.mark.parametrize('record, why', [
+    ('[' * 100000 + ']' * 100000, 'nested too deeply'),
+    ('{"a": ' * 100000, 'nested too deeply'),
+    ('[1]', 'holds a JSON array, not object'),
+])
+def test_parse_baselines_reports_hostile_records_never_raises(record, why):
+    records, errors = files.parse_baselines('# aemops-baseline %s\n# aemops-baseline {"ok": 1}\n' % record)
+    assert records == [{'ok': 1}]
+    assert len(errors) == 1 and errors[0].startswith('line 1: %s' % why)
