@@ -156,7 +156,7 @@ def run(module, root):
             applied = thp_plan.apply(plan, module.run_command,
                                      lambda path, text: files.atomic_write(path, text, 0o644, module=module))
         except thp_plan.ApplyError as e:
-            module.fail_json(msg=str(e), changed=True)
+            module.fail_json(msg=str(e), **e.extra)
         changed = applied['changed']
         tuned_actions = applied['tuned_actions']
     for warning in plan['final_warnings']:

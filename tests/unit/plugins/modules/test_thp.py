@@ -463,8 +463,37 @@ def test_tuned_resetting_thp_on_the_profile_switch_is_enforced(env):
 def test_something_else_keeping_its_value_fails(el8):
     el8.host.thp_stuck['enabled'] = 'always'
     result = el8.fail(APPLY)
-    assert result['msg'] == ('%s/enabled reads always after writing never: something else sets it.' % THP_DIR)
+    assert result['msg'].startswith('%s/enabled reads always after writing never: something else sets it. (after '
+                                    'these changes: ' % THP_DIR)
+    assert result['changed'] is True and result['changes']
+
+
+def test_a_boot_file_write_failing_after_the_runtime_change_rolls_back_without_a_traceback(el8, monkeypatch):
+    from ansible_collections.aemops.os_tuning.plugins.module_utils import thp_plan
+
+    def broken(root, boot_plan, run, write):
+        raise OSError(errno.EIO, os.strerror(errno.EIO), '/boot/grub2/grubenv')
+    monkeypatch.setattr(thp_plan, 'apply_bootloader', broken)
+    result = el8.fail(APPLY)
+    assert result['msg'].startswith('writing /boot/grub2/grubenv failed: Input/output error (after these changes: ')
     assert result['changed'] is True
+    assert '%s/enabled: always -> never' % THP_DIR in result['changes']
+    assert '%s/enabled back to always' % THP_DIR in result['rolled_back'] and result['not_rolled_back'] == []
+    assert el8.runtime() == {'enabled': 'always', 'defrag': 'madvise', 'khugepaged/defrag': '1'}
+
+
+def test_a_failure_before_any_change_reports_changed_false(el8, monkeypatch):
+    real = files.atomic_write
+
+    def write(path, *args, **kwargs):
+        if path.endswith(thp.BASELINE_FILE):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(files, 'atomic_write', write)
+    result = el8.fail(APPLY)
+    assert result['changed'] is False and result['changes'] == []
+    assert 'No space left on device' in result['msg']
+    assert el8.runtime() == {'enabled': 'always', 'defrag': 'madvise', 'khugepaged/defrag': '1'}
 
 
 def test_changing_the_value_keeps_the_original_baseline(el8):
