@@ -434,7 +434,7 @@ def plan(snap, params, check_mode, kb, warnings):
     tuned_plan = plan_tuned(snap, params, new['rules'], warnings) if (params['persist'] or not present) else None
     tuned_changed = tuned.plan_changes(tuned_plan)
     tuned_ctx = None
-    if present:
+    if present and not (tuned_plan or {}).get('not_activated'):
         planned = tuned_plan if tuned_plan and tuned_plan['after'] else None
         tuned_ctx = tuned_context(snap, warnings, planned)
     for entry in devices:

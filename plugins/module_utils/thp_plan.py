@@ -90,7 +90,11 @@ def resolve_persist(snap, requested, warnings):
     """Where to persist: ``requested`` (None: the default) less tuned when tuned is not in use."""
     tuned_adm = snap.tuned()[0]
     have_tuned = bool(tuned_adm) and bool(snap.active_profiles())
+    off = tuned.no_profile_reason(snap.root) if tuned_adm and not have_tuned else None
     if requested is None:
+        if off:
+            warnings.append('%s: THP persists on the kernel command line only; the tuned child profile is not '
+                            'written or activated.' % off)
         return ['tuned', 'cmdline'] if have_tuned else ['cmdline']
     bad = [p for p in requested if p not in ('tuned', 'cmdline')]
     if bad:
@@ -98,9 +102,10 @@ def resolve_persist(snap, requested, warnings):
                         % ', '.join(bad), warnings)
     persist = requested
     if 'tuned' in persist and not have_tuned:
-        warnings.append('persist includes tuned, but tuned is %s; THP is persisted on the kernel command line only. '
+        warnings.append('persist includes tuned, but %s; THP is persisted on the kernel command line only. '
                         'Install and start tuned (the aem_tuning role does so with aem_tuning_install_tuned) to use '
-                        'it.' % ('not installed' if not tuned_adm else 'without an active profile'))
+                        'it.' % ('tuned is not installed' if not tuned_adm else
+                                 off or 'tuned is without an active profile'))
         persist = [p for p in persist if p != 'tuned']
     return persist
 

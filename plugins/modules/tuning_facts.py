@@ -135,6 +135,9 @@ ansible_facts:
           (release, family, boot method, and C(python), the interpreter the module ran with),
           C(clock) (the host's own time, C(epoch) and C(iso)), C(errors), and C(snapshot) (the recorded snapshot,
           or null).
+        - C(tuned.no_profile) names the administrator's live decision when tuned applies no profile (C(tuned runs
+          no profile (tuned-adm off ...)) or C(... (tuned is stopped and disabled))), else null; the modules then
+          write the child profile but activate nothing.
         - With O(intent), also C(plan) (C(targets), the chosen repository paths; C(devices), each given device's
           kernel name; C(underlying); C(page_kb); C(warnings)) and C(compliance) (C(misses), a list of
           C(subject), C(kind), C(message); C(compliant); C(tuned_verify) with C(rc), C(passed), C(failures),
@@ -146,7 +149,8 @@ ansible_facts:
         paths:
           /opt/aem/crx-quickstart/repository: {device: dm-0, read_ahead_kb: 4096, mount: /opt/aem}
         thp: {runtime: {enabled: always}, running_cmdline: null}
-        tuned: {installed: true, running: true, active_profiles: [virtual-guest], post_loaded_profile: null, version: "2.21.0"}
+        tuned: {installed: true, running: true, active_profiles: [virtual-guest], post_loaded_profile: null, version: "2.21.0",
+                no_profile: null}
 '''
 
 import json
@@ -230,6 +234,7 @@ def tuned_facts(module, root, devices):
         'profile_mode': tuned.profile_mode(root),
         'post_loaded_profile': tuned.post_loaded_profile(root),
         'child_profile': tuned.child_profile_path(root),
+        'no_profile': tuned.no_profile_reason(root),
         'read_ahead': {},
         'thp': None,
         'conflicts': [],

@@ -726,7 +726,8 @@ sys.exit({'grubby': grubby, 'rpm': rpm, 'grub2-editenv': editenv}[TOOL]())
 #   lvs, lvchange       the LVM read-ahead held in ``lvm`` (``add_lv``); lvchange also sets the
 #                       LV's read_ahead_kb as LVM does on an active LV
 #   udevadm             succeeds (the rules file is what the tests look at)
-#   tuned-adm           --version (``tuned_version``, on stderr when ``tuned_python2``), verify
+#   tuned-adm           --version (``tuned_version``, on stderr when ``tuned_python2``), off (empties
+#                       active_profile, mode manual, as controller.py disable() does), verify
 #                       (``verify_rc``), profile (switches active_profile, mode manual; sets THP
 #                       enabled to ``tuned_sets_enabled`` when that is set, as a stale tuned does)
 #   grubby, rpm,        the versioned grubby-bls model above (``boot_tools(version)``), run as a
@@ -889,6 +890,12 @@ class FakeTools(object):
                 target = self.host.thp_dir + '/enabled'
                 offered = [w.strip('[]') for w in self.host.read(target).split()]
                 self.host.write(target, render_choice(offered, self.tuned_sets_enabled))
+            return 0, '', ''
+        if args == ['off']:
+            # tuned/daemon/controller.py disable(): stop the tuning, save no profile in manual mode
+            # (set_profile(None, None, save_instantly=True)); the daemon keeps running.
+            self.host.write(TUNED_ACTIVE_PROFILE, '')
+            self.host.write(TUNED_PROFILE_MODE, 'manual\n')
             return 0, '', ''
         return 64, '', 'tuned-adm: unexpected arguments %r\n' % (args,)
 

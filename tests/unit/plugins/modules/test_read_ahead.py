@@ -895,3 +895,46 @@ def test_a_run_during_a_sweep_fails_clearly_when_it_does_not_end(env, monkeypatc
     assert 'waiting for the lock on the read-ahead of block device 253:0' in result['msg']
     assert 'held by pid %d (' % os.getpid() in result['msg']
     assert env.ra('dm-0') == 64
+
+
+# ---------------------------------------------------------------------------------------------
+# Live state wins over recorded state: tuned runs no profile (issue 24)
+
+def test_after_tuned_adm_off_a_reapply_activates_nothing_and_says_so(env):
+    env.with_tuned('virtual-guest', running=True)
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert env.tools._tuned_adm(['off'])[0] == 0  # the administrator runs tuned-adm off (see fakehost)
+    del env.tools.calls[:]
+    untargeted = dict((n, env.ra(n)) for n in ('nvme0n1', 'nvme1n1'))
+    for kb in (32, 64):  # the same value (nothing to write), then a new one (the child is rewritten)
+        result = env.run({'devices': ['dm-0'], 'read_ahead_kb': kb})
+        assert env.tools.ran('tuned-adm', 'profile') == []
+        assert tuned.active_profiles(env.root) == []
+        assert result['tuned_profile']['not_activated'] == (
+            'tuned runs no profile (tuned-adm off: /etc/tuned/active_profile is empty)')
+        assert [w for w in env.warnings if w.startswith(tuned.NO_PROFILE + ' (tuned runs no profile (tuned-adm off')]
+        assert not any(a.startswith('activated') for a in result['tuned_profile']['actions'])
+        assert dict((n, env.ra(n)) for n in untargeted) == untargeted
+        assert env.ra('dm-0') == kb and env.rules()[0][LV_MATCH] == kb  # udev persists it
+    child = tuned.child_profile_path(env.root)
+    assert result['changed'] is True and result['tuned_profile']['actions'] == ['wrote %s' % child]
+    assert env.run({'devices': ['dm-0'], 'read_ahead_kb': 64})['changed'] is False
+
+
+def test_tuned_stopped_and_disabled_activates_nothing(env):
+    env.with_tuned('virtual-guest', running=False)
+    env.host.write('/usr/lib/systemd/system/tuned.service', '[Install]\nWantedBy=multi-user.target\n')
+    result = env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert result['tuned_profile']['not_activated'] == 'tuned runs no profile (tuned is stopped and disabled)'
+    assert tuned.active_profiles(env.root) == ['virtual-guest']
+    assert env.tools.ran('tuned-adm', 'profile') == []
+
+
+def test_tuned_stopped_but_enabled_is_still_activated_for_its_next_start(env):
+    env.with_tuned('virtual-guest', running=False)
+    env.host.write('/usr/lib/systemd/system/tuned.service', '[Install]\nWantedBy=multi-user.target\n')
+    env.host.symlink('/etc/systemd/system/multi-user.target.wants/tuned.service',
+                     '/usr/lib/systemd/system/tuned.service')
+    result = env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert result['tuned_profile']['not_activated'] is None
+    assert tuned.active_profiles(env.root) == ['virtual-guest', tuned.CHILD_PROFILE]

@@ -389,7 +389,8 @@ def test_apply_sets_runtime_persists_and_records_the_baseline(el8):
         'path': CHILD, 'parents': ['virtual-guest'], 'changed': True,
         'actions': ['wrote %s' % CHILD, 'activated virtual-guest %s' % tuned.CHILD_PROFILE],
         'conflicts': [{'profile': 'throughput-performance', 'section': 'vm', 'option': 'transparent_hugepages',
-                       'value': 'always', 'ours': 'never', 'winner': tuned.CHILD_PROFILE}]}
+                       'value': 'always', 'ours': 'never', 'winner': tuned.CHILD_PROFILE}],
+        'not_activated': None}
     # ... and overrides throughput-performance's transparent_hugepages=always when tuned merges them.
     units = tuned.effective_units(el8.root)[0]
     assert [u['options']['transparent_hugepages'] for u in units if u['type'] == 'vm'] == ['never']
@@ -631,7 +632,8 @@ def test_persist_tuned_without_an_active_profile_says_so(el8):
     el8.host.write(tuned.ACTIVE_PROFILE_FILE, '')
     result = el8.run(dict(APPLY, persist=['tuned']))
     assert result['persist'] == []
-    assert any('tuned is without an active profile' in w for w in el8.warnings)
+    assert any('persist includes tuned, but tuned runs no profile (tuned-adm off: /etc/tuned/active_profile is empty)'
+               in w for w in el8.warnings)
 
 
 def test_persist_tuned_only(el8):
@@ -1013,3 +1015,16 @@ def test_unchanged_values_need_no_write_access(el8, monkeypatch):
     el8.run(APPLY)
     _not_root(el8, monkeypatch)
     assert el8.run(APPLY)['changed'] is False
+
+
+def test_after_tuned_adm_off_a_reapply_activates_nothing_and_says_so(env):
+    env.el8()
+    env.with_tuned(running=True)
+    env.run(APPLY)
+    assert env.tools._tuned_adm(['off'])[0] == 0  # the administrator runs tuned-adm off (see fakehost)
+    del env.tools.calls[:]
+    result = env.run(dict(APPLY, enabled='madvise'))
+    assert env.ran('tuned-adm', 'profile') == [] and tuned.active_profiles(env.root) == []
+    assert result['persist'] == ['cmdline'] and env.host.thp('enabled') == 'madvise'
+    assert any(w.startswith('tuned runs no profile (tuned-adm off: /etc/tuned/active_profile is empty): THP persists '
+                            'on the kernel command line only') for w in env.warnings)
