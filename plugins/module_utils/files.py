@@ -112,6 +112,16 @@ def parse_baselines(text, comment='#'):
     return records, errors
 
 
+def empty_entries(option, values):
+    """The error for the empty (or blank) strings in list option ``option``, naming each index; None when
+    there is none. An empty path would otherwise resolve to the current directory."""
+    bad = ['%s[%d]' % (option, i) for i, v in enumerate(values or []) if _is_text(v) and not v.strip()]
+    if not bad:
+        return None
+    return ('%s %s an empty string: remove %s, or give a value (an empty path is not the current directory).'
+            % (', '.join(bad), 'is' if len(bad) == 1 else 'are', 'it' if len(bad) == 1 else 'them'))
+
+
 def diff_entry(path, before, after):
     """An Ansible diff dict for one file; None content stands for an absent file."""
     return {

@@ -99,7 +99,7 @@ class Snapshot(object):
 # -- parameters ---------------------------------------------------------------------------------
 
 def strict_kb(value):
-    """read_ahead_kb as an int: an int (not a bool) or a string of ASCII digits; ValueError otherwise.
+    """read_ahead_kb as an int: an int (not a bool, not a float) or a string of ASCII digits; ValueError otherwise.
 
     Ansible's int type takes False as 0 and, on Python 3, any Unicode digits ('٣٢' as 32).
     """
@@ -109,8 +109,9 @@ def strict_kb(value):
         raise ValueError('read_ahead_kb: unable to convert to int: %r is a boolean, not a number of KiB.' % value)
     if isinstance(value, int):
         return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+    if isinstance(value, float):
+        raise ValueError('read_ahead_kb: %r is a floating-point number: give a whole number of KiB as an integer or a '
+                         'string of ASCII digits (for example 32).' % (value,))
     text = value if isinstance(value, str) else None
     if text is None:
         try:
@@ -153,9 +154,10 @@ def validate(params):
     if not params['devices'] and not params['paths']:
         raise PlanError('nothing to tune: give devices= (kernel names or /dev paths) or paths= (filesystem paths).',
                         warnings)
-    for spec in params['devices']:
-        if not spec or not spec.strip():
-            raise PlanError('devices contains an empty entry; remove it.', warnings)
+    for option in ('devices', 'paths'):
+        problem = files.empty_entries(option, params[option])
+        if problem:
+            raise PlanError(problem, warnings)
     for path in params['paths']:
         if not path or not path.startswith('/'):
             raise PlanError('paths entry %r is not an absolute path; give the full path, for example '

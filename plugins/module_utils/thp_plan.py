@@ -96,6 +96,9 @@ def resolve_persist(snap, requested, warnings):
             warnings.append('%s: THP persists on the kernel command line only; the tuned child profile is not '
                             'written or activated.' % off)
         return ['tuned', 'cmdline'] if have_tuned else ['cmdline']
+    problem = files.empty_entries('persist', requested)
+    if problem:
+        raise PlanError(problem, warnings)
     bad = [p for p in requested if p not in ('tuned', 'cmdline')]
     if bad:
         raise PlanError('persist has unknown entries %s: use tuned, cmdline, or an empty list for runtime only.'

@@ -52,7 +52,8 @@ options:
     type: bool
   persist:
     description:
-      - Where to persist the setting, from V(tuned) and V(cmdline). An empty list changes only the running values.
+      - Where to persist the setting, from V(tuned) and V(cmdline). An empty list changes only the running values;
+        an empty string in the list is refused, naming its index.
       - Default is both when tuned is installed with an active profile, else V(cmdline).
       - tuned ignores its own THP value when C(transparent_hugepage=) is on the kernel command line, so with both,
         the command line decides at boot and tuned agrees with it.

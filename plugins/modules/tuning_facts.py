@@ -27,7 +27,10 @@ author:
   - aemops.os_tuning contributors (@aemops)
 options:
   paths:
-    description: Filesystem paths to resolve to their governing device (reported under C(paths)).
+    description:
+      - Filesystem paths to resolve to their governing device (reported under C(paths)).
+      - An empty entry (here or in the list keys of O(intent)) is an error naming its index, not the current
+        directory; nothing is gathered or changed.
     type: list
     elements: path
     default: []
@@ -444,6 +447,13 @@ def check_intent(module, root, facts):
 
 def run(module, root):
     """Gather; with an intent, validate it, then keep the snapshot, verify, and list the misses."""
+    intent = module.params['intent'] or {}
+    problems = [files.empty_entries('paths', module.params['paths'])]
+    problems += [files.empty_entries('intent.%s' % key, intent.get(key))
+                 for key in ('paths', 'candidates', 'devices', 'thp_persist') if isinstance(intent.get(key), list)]
+    problems = [p for p in problems if p]
+    if problems:
+        module.fail_json(msg='nothing was changed: %s' % ' '.join(problems), errors=problems, changed=False)
     now = time.time()
     facts = gather(module, root)
     facts['clock'] = {'epoch': now, 'iso': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))}

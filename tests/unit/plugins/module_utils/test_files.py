@@ -593,3 +593,14 @@ def test_parse_baselines_reports_hostile_records_never_raises(record, why):
     records, errors = files.parse_baselines('# aemops-baseline %s\n# aemops-baseline {"ok": 1}\n' % record)
     assert records == [{'ok': 1}]
     assert len(errors) == 1 and errors[0].startswith('line 1: %s' % why)
+
+
+@pytest.mark.parametrize('values, message', [
+    ([], None),
+    (['/srv', 'x'], None),
+    ([''], 'paths[0] is an empty string: remove it'),
+    (['/srv', ' ', ''], 'paths[1], paths[2] are an empty string: remove them'),
+])
+def test_empty_entries_names_the_option_and_index(values, message):
+    problem = files.empty_entries('paths', values)
+    assert (problem is None) if message is None else problem.startswith(message)

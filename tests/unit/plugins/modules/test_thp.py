@@ -1028,3 +1028,9 @@ def test_after_tuned_adm_off_a_reapply_activates_nothing_and_says_so(env):
     assert result['persist'] == ['cmdline'] and env.host.thp('enabled') == 'madvise'
     assert any(w.startswith('tuned runs no profile (tuned-adm off: /etc/tuned/active_profile is empty): THP persists '
                             'on the kernel command line only') for w in env.warnings)
+
+
+def test_an_empty_persist_entry_is_named(el8):
+    before = tree_checksum(el8.root)
+    assert el8.fail(dict(APPLY, persist=['tuned', '']))['msg'].startswith('persist[1] is an empty string')
+    assert tree_checksum(el8.root) == before

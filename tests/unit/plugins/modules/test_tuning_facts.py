@@ -828,3 +828,13 @@ def test_unreadable_piece_does_not_fail_the_module(nitro, monkeypatch, setup, ta
 def test_the_audit_names_tuned_running_no_profile(nitro):
     nitro.host.write(tuned.ACTIVE_PROFILE_FILE, '')
     assert nitro.facts()['tuned']['no_profile'] == 'tuned runs no profile (tuned-adm off: /etc/tuned/active_profile is empty)'
+
+
+@pytest.mark.parametrize('args, message', [
+    ({'paths': ['']}, 'paths[0] is an empty string'),
+    ({'intent': {'paths': ['/opt/aem', ''], 'read_ahead_kb': 32}}, 'intent.paths[1] is an empty string'),
+    ({'intent': {'devices': [''], 'read_ahead_kb': 32}}, 'intent.devices[0] is an empty string'),
+])
+def test_an_empty_path_is_an_error_not_the_current_directory(nitro, args, message):
+    result = nitro.fail(args)
+    assert message in result['msg'] and result['changed'] is False
