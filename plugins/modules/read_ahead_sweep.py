@@ -141,7 +141,7 @@ notes:
     M(aemops.os_tuning.read_ahead) module takes too (another sweep of the device is refused while it is held; a
     read_ahead run waits for the sweep to end), and writes
     C(/run/aemops-os-tuning/read-ahead-sweep-<device>-<id>.json) atomically (temporary file, fsync, rename), where
-    C(<id>) is derived from the device's stable identity (the one its udev rule matches: NVMe serial, C(DM_UUID),
+    C(<id>) is derived from the device's stable identity (the one its udev rule matches, the NVMe serial, C(DM_UUID) or
     a loop device's backing file), with the original value, that identity, the pid and the boot id. The directory
     (0700 root) and every file in it are checked before use; see the README, "Runtime state". On success, on
     failure, on timeout, on SIGTERM, SIGHUP and SIGINT the original value is written back in a C(finally) and read
@@ -151,7 +151,7 @@ notes:
     device that gets the same name later never finds it. A state file from an earlier boot is removed without
     writing. A state file that is damaged, not a regular file owned by root, records another device, or records
     a value that is not a whole multiple of the page size from 0 to 65536 KiB is reported and left alone, never
-    applied: the sweep and the recovery fail naming it and the fix. If a restore itself fails the state file stays
+    applied; the sweep and the recovery fail naming it and the fix. If a restore itself fails the state file stays
     and the module fails naming the value to set by hand.
   - Check mode writes nothing, not even the lock or the state file. It checks the path, the device, its
     writability, the free space and the options, and says what the sweep, and a recovery, would do.
