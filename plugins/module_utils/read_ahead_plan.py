@@ -110,8 +110,8 @@ def strict_kb(value):
     if isinstance(value, int):
         return value
     if isinstance(value, float):
-        raise ValueError('read_ahead_kb: %r is a floating-point number: give a whole number of KiB as an integer or a '
-                         'string of ASCII digits (for example 32).' % (value,))
+        raise ValueError('read_ahead_kb: unable to convert to int: %r is a floating-point number: give a whole '
+                         'number of KiB as an integer or a string of ASCII digits (for example 32).' % (value,))
     text = value if isinstance(value, str) else None
     if text is None:
         try:

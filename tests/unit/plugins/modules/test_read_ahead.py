@@ -943,7 +943,7 @@ def test_tuned_stopped_but_enabled_is_still_activated_for_its_next_start(env):
 @pytest.mark.parametrize('args, message', [
     ({'devices': ['dm-0', ''], 'read_ahead_kb': 32}, 'devices[1] is an empty string'),
     ({'paths': [''], 'read_ahead_kb': 32}, 'paths[0] is an empty string'),
-    ({'devices': ['dm-0'], 'read_ahead_kb': 1000.0}, 'read_ahead_kb: 1000.0 is a floating-point number'),
+    ({'devices': ['dm-0'], 'read_ahead_kb': 1000.0}, 'read_ahead_kb: unable to convert to int: 1000.0 is a floating-point number'),
 ])
 def test_edge_inputs_are_refused_naming_option_and_index(env, args, message):
     before = tree_checksum(env.root)
