@@ -28,6 +28,8 @@ import json
 import os
 import re
 
+from ansible_collections.aemops.os_tuning.plugins.module_utils import runstate
+
 
 # Python 2's long and unicode without naming them (int and str on Python 3).
 INTEGER_TYPES = (int, type(2 ** 64))
@@ -233,12 +235,9 @@ def recorded_sweep(facts, intent, resolved, text):
         return {'usable': False, 'why': why, 'record': record}
     if text is None:
         return no('no apply run recorded one in %s' % path)
-    try:
-        record = json.loads(text)
-    except ValueError as e:
-        return no('%s is not valid JSON (%s)' % (path, e))
-    if not isinstance(record, dict):
-        return no('%s holds no JSON object' % path)
+    record, damage = runstate.parse_json(text, path, dict)
+    if damage:
+        return no(damage)
     kb = record.get('recommended_kb')
     if read_ahead_error(kb, resolved.get('page_kb', 4)):
         return no('%s records no valid recommended_kb (%s)' % (path, json.dumps(kb)), record)

@@ -24,7 +24,8 @@ import os
 import stat
 import struct
 import tempfile
-import time
+
+from ansible_collections.aemops.os_tuning.plugins.module_utils import runstate
 
 MANAGED_MARK = 'Managed by aemops.os_tuning'
 BASELINE_PREFIX = 'aemops-baseline '
@@ -103,16 +104,22 @@ def parse_baselines(text, comment='#'):
     for number, line in enumerate((text or '').splitlines(), 1):
         if not line.startswith(prefix):
             continue
-        try:
-            record = json.loads(line[len(prefix):])
-        except ValueError:
-            errors.append('line %d: %s' % (number, line))
-            continue
-        if isinstance(record, dict):
+        record, damage = runstate.parse_json(line[len(prefix):], 'line %d' % number, dict)
+        if damage is None:
             records.append(record)
         else:
-            errors.append('line %d: %s' % (number, line))
+            errors.append('%s: %s' % (damage[len('damaged: '):], line[:200]))
     return records, errors
+
+
+def empty_entries(option, values):
+    """The error for the empty (or blank) strings in list option ``option``, naming each index; None when
+    there is none. An empty path would otherwise resolve to the current directory."""
+    bad = ['%s[%d]' % (option, i) for i, v in enumerate(values or []) if _is_text(v) and not v.strip()]
+    if not bad:
+        return None
+    return ('%s %s an empty string: remove %s, or give a value (an empty path is not the current directory).'
+            % (', '.join(bad), 'is' if len(bad) == 1 else 'are', 'it' if len(bad) == 1 else 'them'))
 
 
 def diff_entry(path, before, after):
@@ -224,12 +231,8 @@ def describe_os_error(e):
     return getattr(e, 'strerror', None) or str(e)
 
 
-class FileError(Exception):
-    """A file the collection owns cannot be read, locked or written safely; the message names it and the fix."""
-
-
-class LockCreateError(FileError):
-    """The lock file of an owned file cannot be created (most often: the run is not root)."""
+FileError = runstate.FileError
+LockCreateError = runstate.LockCreateError
 
 
 # ---------------------------------------------------------------------------------------------
@@ -419,160 +422,53 @@ def read_owned(full, display=None):
 
 
 # ---------------------------------------------------------------------------------------------
-# One advisory lock per owned file.
+# One advisory lock per owned file, in the runtime-state home (runstate.RUN_DIR).
 
-LOCK_DIR = '/run/lock/aemops-os-tuning'
-DEFAULT_LOCK_TIMEOUT = 120
-_held = {}  # lock file path -> [fd, depth]: re-entrant within one process
+LOCK_DIR = runstate.RUN_DIR
+DEFAULT_LOCK_TIMEOUT = runstate.DEFAULT_LOCK_TIMEOUT
 
 
 def lock_file_for(root, path):
     """The lock file (host path) that guards owned file ``path`` (a target path).
 
-    It lives under /run (a tmpfs, emptied at boot), not beside the file: nothing is added to
-    /etc/udev/rules.d or /etc/tuned, and the name says which file it guards. It exists only
-    while a run holds it.
+    It lives in /run/aemops-os-tuning (a tmpfs, emptied at boot; see runstate), not beside the
+    file: nothing is added to /etc/udev/rules.d or /etc/tuned, and the name says which file it
+    guards. It exists only while a run holds it.
     """
+    return runstate.lock_path(root, _lock_name(path))
+
+
+def _lock_name(path):
     name = path.strip('/').replace('%', '%25').replace('/', '%2F') or 'root'
     if len(name) > 200:
         name = name[:160] + '.' + hashlib.sha1(path.encode('utf-8')).hexdigest()
-    return root_path(root, '%s/%s.lock' % (LOCK_DIR, name))
+    return name + '.lock'
 
 
-def _holder(lock_path):
-    try:
-        with open(lock_path) as f:
-            text = f.read().strip()
-    except (IOError, OSError):
-        return None
-    return text or None
-
-
-@contextlib.contextmanager
 def locked(path, root='/', timeout=None, poll=0.05, required=True):
     """Hold the advisory lock (fcntl.flock) of owned file ``path`` (a target path) for a read-modify-write.
 
     Waits at most ``timeout`` seconds, then raises FileError naming the file, the lock file
-    and the process that holds it. With ``required=False`` (check mode: nothing is written) a
-    lock file that cannot be created (no root) is skipped instead of raising. Re-entrant in one process: a nested ``locked()`` of the
-    same file does not wait for itself. Concurrent runs (two modules, two hosts of a play
-    delegated to one machine) serialise, and no rule or baseline is lost.
+    and the process that holds it (from /proc/locks). With ``required=False`` (check mode:
+    nothing is written) a lock file that cannot be created (no root) is skipped instead of
+    raising. Re-entrant in one process. Concurrent runs (two modules, two hosts of a play
+    delegated to one machine) serialise, and no rule or baseline is lost. The lock directory and
+    file are checked before use (runstate): anything another user planted is refused.
     """
-    timeout = DEFAULT_LOCK_TIMEOUT if timeout is None else timeout
-    lock_path = lock_file_for(root, path)
-    entry = _held.get(lock_path)
-    if entry is not None:
-        entry[1] += 1
-        try:
-            yield lock_path
-        finally:
-            entry[1] -= 1
-        return
-    created = []  # directories this run made (deepest last), removed again when empty
-    fd = _acquire(lock_path, path, timeout, poll, required, created)
-    if fd is None:
-        yield None
-        return
-    os.ftruncate(fd, 0)
-    os.write(fd, ('pid %d\n' % os.getpid()).encode('ascii'))
-    _held[lock_path] = [fd, 1]
-    try:
-        yield lock_path
-    finally:
-        del _held[lock_path]
-        try:
-            os.unlink(lock_path)  # nothing is left behind; waiters see the new inode and retry
-        except OSError:
-            pass
-        os.close(fd)  # closing the descriptor releases the flock
-        for made in reversed(created):
-            try:
-                os.rmdir(made)
-            except OSError:
-                break  # another run's lock file is in it
-
-
-def _acquire(lock_path, path, timeout, poll, required, created):
-    """The descriptor of ``lock_path`` holding its flock, or None when it cannot be created and is not required.
-
-    Appends the directories it makes to ``created``.
-    """
-    directory = os.path.dirname(lock_path)
-    deadline = time.time() + max(0, timeout)
-    attempts = 0
-    while True:
-        attempts += 1
-        try:
-            created.extend(_makedirs(directory))
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, 'O_NOFOLLOW', 0), 0o600)
-        except OSError as e:
-            if e.errno == errno.ENOENT and attempts < 100:
-                continue  # another run removed the empty directory just now
-            if not required:
-                return None
-            raise LockCreateError('cannot create the lock file %s for %s: %s.' % (lock_path, path, describe_os_error(e)))
-        try:
-            got = _wait_flock(fd, deadline, poll)
-            if got:
-                # The holder before us unlinks the file when it is done: a lock on an unlinked
-                # inode guards nothing, so take the lock again on the file now at that path.
-                try:
-                    same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
-                except OSError:
-                    same = False
-                if not same:
-                    os.close(fd)
-                    continue
-        except BaseException:
-            os.close(fd)
-            raise
-        if not got:
-            holder = _holder(lock_path)
-            os.close(fd)
-            raise FileError('timed out after %s s waiting for the lock on %s (lock file %s, held by %s). Another '
-                            'run of aemops.os_tuning is changing this file: let it finish and run again.'
-                            % (timeout, path, lock_path, holder or 'another process'))
-        return fd
-
-
-def _makedirs(directory):
-    """Create ``directory`` and its missing parents (0700); return the ones created, outermost first."""
-    missing = []
-    probe = directory
-    while probe and not os.path.isdir(probe):
-        missing.append(probe)
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
-    made = []
-    for path in reversed(missing):
-        try:
-            os.mkdir(path, 0o700 if path == directory else 0o755)
-            made.append(path)
-        except OSError as e:
-            if e.errno != errno.EEXIST:
-                raise
-    return made
-
-
-def _wait_flock(fd, deadline, poll):
-    """Take an exclusive flock on ``fd``, polling until ``deadline``; False when it timed out."""
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except (IOError, OSError) as e:
-            if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise FileError('cannot lock %s: %s.' % (fd, describe_os_error(e)))
-        if time.time() >= deadline:
-            return False
-        time.sleep(poll)
+    return runstate.locked(root, _lock_name(path), path, timeout=timeout, poll=poll, required=required)
 
 
 @contextlib.contextmanager
-def locked_all(paths, root='/', timeout=None, required=True):
-    """Hold the locks of several owned files, always taken in sorted order (so runs cannot deadlock)."""
+def locked_all(paths, root='/', timeout=None, required=None):
+    """Hold the locks of several owned files, always taken in sorted order (so runs cannot deadlock).
+
+    ``required`` None: required when the run is root. A run that is not root cannot create a lock
+    in the root-only runtime directory, nor write any file root owns: it goes on without the locks
+    and its plan refuses every write it cannot make (naming the file and that it needs root), while
+    a run that changes nothing still succeeds.
+    """
+    if required is None:
+        required = runstate.euid() == 0
     stack = []
     wanted = sorted(set(p for p in paths if p))
     try:

@@ -18,10 +18,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import os
 import re
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files, tuned, udev_rules
+from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files, runstate, tuned, udev_rules
 
 MAX_READ_AHEAD_KB = udev_rules.MAX_READ_AHEAD_KB
 
@@ -98,7 +99,7 @@ class Snapshot(object):
 # -- parameters ---------------------------------------------------------------------------------
 
 def strict_kb(value):
-    """read_ahead_kb as an int: an int (not a bool) or a string of ASCII digits; ValueError otherwise.
+    """read_ahead_kb as an int: an int (not a bool, not a float) or a string of ASCII digits; ValueError otherwise.
 
     Ansible's int type takes False as 0 and, on Python 3, any Unicode digits ('٣٢' as 32).
     """
@@ -108,8 +109,9 @@ def strict_kb(value):
         raise ValueError('read_ahead_kb: unable to convert to int: %r is a boolean, not a number of KiB.' % value)
     if isinstance(value, int):
         return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+    if isinstance(value, float):
+        raise ValueError('read_ahead_kb: unable to convert to int: %r is a floating-point number: give a whole '
+                         'number of KiB as an integer or a string of ASCII digits (for example 32).' % (value,))
     text = value if isinstance(value, str) else None
     if text is None:
         try:
@@ -152,9 +154,10 @@ def validate(params):
     if not params['devices'] and not params['paths']:
         raise PlanError('nothing to tune: give devices= (kernel names or /dev paths) or paths= (filesystem paths).',
                         warnings)
-    for spec in params['devices']:
-        if not spec or not spec.strip():
-            raise PlanError('devices contains an empty entry; remove it.', warnings)
+    for option in ('devices', 'paths'):
+        problem = files.empty_entries(option, params[option])
+        if problem:
+            raise PlanError(problem, warnings)
     for path in params['paths']:
         if not path or not path.startswith('/'):
             raise PlanError('paths entry %r is not an absolute path; give the full path, for example '
@@ -197,6 +200,36 @@ def resolve(snap, params, warnings):
     if errors:
         raise PlanError('; '.join(errors), warnings, changed=False)
     return order, targets, skipped
+
+
+@contextlib.contextmanager
+def device_locks(snap, params, check_mode):
+    """Hold the read-ahead lock of every device this run may write, in sorted order.
+
+    It is the lock a read-ahead sweep holds while it measures and restores (runstate.device_lock_name,
+    keyed by major:minor), so the run waits for a sweep to end (at most runstate.DEFAULT_LOCK_TIMEOUT
+    seconds, then fails naming the holder) and plans from the value the device holds afterwards.
+    Check mode writes nothing and takes none; a run that is not root cannot take them (see
+    files.locked_all). Unresolvable targets are left to :func:`plan` to report.
+    """
+    if check_mode:
+        yield
+        return
+    try:
+        names = resolve(snap, dict(params, ignore_missing=True), [])[0]
+    except PlanError:
+        names = []
+    stack = []
+    try:
+        for majmin in sorted(set(blockdev.majmin(snap.root, name) for name in names) - set([None])):
+            cm = runstate.locked(snap.root, runstate.device_lock_name(majmin), 'the read-ahead of block device %s'
+                                 % majmin, required=runstate.euid() == 0)
+            cm.__enter__()
+            stack.append(cm)
+        yield
+    finally:
+        while stack:
+            stack.pop().__exit__(None, None, None)
 
 
 # -- planning -------------------------------------------------------------------------------------
@@ -403,7 +436,7 @@ def plan(snap, params, check_mode, kb, warnings):
     tuned_plan = plan_tuned(snap, params, new['rules'], warnings) if (params['persist'] or not present) else None
     tuned_changed = tuned.plan_changes(tuned_plan)
     tuned_ctx = None
-    if present:
+    if present and not (tuned_plan or {}).get('not_activated'):
         planned = tuned_plan if tuned_plan and tuned_plan['after'] else None
         tuned_ctx = tuned_context(snap, warnings, planned)
     for entry in devices:

@@ -18,9 +18,10 @@ scratch file of the host's own filesystem:
 The file's pages are evicted with ``posix_fadvise(POSIX_FADV_DONTNEED)`` before each phase;
 the global page cache is never dropped.
 
-The device's original value is recorded first, in a state file written atomically under
-``/run/aemops-os-tuning`` (a tmpfs: a reboot, which resets read-ahead anyway, also clears
-it), before the first change, under a per-device ``flock``. It is restored in a ``finally``
+The device's original value is recorded first, in a state file written atomically in the
+runtime-state home (:mod:`runstate`, ``/run/aemops-os-tuning``: a tmpfs, so a reboot, which resets
+read-ahead anyway, also clears it) and named by the device's stable identity, before the first
+change, under the device's read-ahead lock (the read_ahead module's too). It is restored in a ``finally``
 on success, on failure, on timeout and on SIGTERM/SIGINT (see :func:`terminate_as_exception`),
 and the state file is removed only once the restore is read back. A run killed with SIGKILL
 leaves the state file and releases the lock (the kernel drops a dead process's locks): the
@@ -42,19 +43,17 @@ __metaclass__ = type
 
 import contextlib
 import ctypes
-import errno
-import fcntl
+import hashlib
 import json
 import mmap
 import os
 import random
 import signal
 import socket
-import tempfile
 import threading
 import time
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, probe
+from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, probe, runstate
 from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read_text, remove_file, root_path
 
 KIB = 1024
@@ -77,7 +76,7 @@ MAX_READERS = 64
 # The sweep refuses more than this many values, to keep the device's exposure short.
 MAX_VALUES = 32
 
-STATE_DIR = '/run/aemops-os-tuning'
+STATE_DIR = runstate.RUN_DIR
 STATE_PREFIX = 'read-ahead-sweep-'
 BOOT_ID = '/proc/sys/kernel/random/boot_id'
 
@@ -283,11 +282,26 @@ def validate(values, readers, duration, sequential_block_kb, timeout, timeline_i
                          % (timeline_interval, MIN_TIMELINE_INTERVAL, duration))
 
 
+def device_identity(root, device):
+    """The device's stable identity as one string: the identity its udev rule would match (NVMe serial,
+    ``DM_UUID``, a loop device's backing file, ...), or its name and major:minor when it has none."""
+    sid = blockdev.stable_id(root, device)
+    if sid is not None:
+        return '%s=%s' % (sid['key'], sid['value'])
+    return 'name=%s majmin=%s' % (device, blockdev.majmin(root, device))
+
+
 def state_paths(root, device):
-    """(lock file, state file) of ``device`` under STATE_DIR."""
-    base = root_path(root, STATE_DIR)
-    return (os.path.join(base, STATE_PREFIX + device + '.lock'),
-            os.path.join(base, STATE_PREFIX + device + '.json'))
+    """(lock file, state file) of ``device`` in the runtime-state home (runstate.RUN_DIR).
+
+    The lock is the device's read-ahead lock (runstate.device_lock_name: by major:minor), the one
+    the read_ahead module takes too. The state file is named by the device's stable identity
+    (:func:`device_identity`), so another device that gets the same name later never finds it.
+    """
+    ident = device_identity(root, device)
+    digest = hashlib.sha1(ident.encode('utf-8')).hexdigest()[:16]
+    return (runstate.lock_path(root, runstate.device_lock_name(blockdev.majmin(root, device))),
+            runstate.lock_path(root, '%s%s-%s.json' % (STATE_PREFIX, device, digest)))
 
 
 def boot_id(root):
@@ -295,131 +309,83 @@ def boot_id(root):
     return text.strip() if text else None
 
 
+def state_problems(state, device, identity, page=None):
+    """What is wrong with a parsed state record for ``device`` (``identity``): a list, empty when it can be used.
+
+    ``original_kb`` must be an integer (not a boolean), a multiple of the page size and within
+    0..MAX_READ_AHEAD_KB; ``identity`` must be this device's.
+    """
+    if not isinstance(state, dict):
+        return ['it holds no JSON object']
+    problems = []
+    page = page or page_kb()
+    kb = state.get('original_kb')
+    if isinstance(kb, bool) or not isinstance(kb, int):
+        problems.append('original_kb is %s, not a whole number of KiB' % json.dumps(kb))
+    elif kb < 0 or kb > MAX_READ_AHEAD_KB or kb % page:
+        problems.append('original_kb=%d is not a multiple of the %d KiB page size from 0 to %d'
+                        % (kb, page, MAX_READ_AHEAD_KB))
+    if state.get('identity') != identity:
+        problems.append('it records the device %s, and %s is %s now' % (json.dumps(state.get('identity')), device,
+                                                                        identity))
+    return problems
+
+
 def read_state(path):
-    """The parsed state file at ``path``, or None; SweepError when it cannot be parsed."""
-    text = read_text(path)
-    if text is None:
-        return None
-    try:
-        state = json.loads(text)
-        int(state['original_kb'])
-        state['device']
-    except (ValueError, KeyError, TypeError):
-        raise SweepError('the sweep state file %s cannot be read (%r): it records the read_ahead_kb to restore. '
-                         'Set the device\'s read_ahead_kb by hand (the read_ahead module), then remove the file.'
-                         % (path, text[:200]))
+    """The parsed state file at ``path`` (a dict), or None; SweepError when it is damaged or not a file
+    this collection wrote (never applied then)."""
+    state, damage = runstate.read_json(path, _display(path), dict, owned=True)
+    if damage:
+        raise SweepError('the sweep state file %s (%s) was not used and is left alone. Set the device\'s '
+                         'read_ahead_kb by hand (the read_ahead module) if needed, then remove the file.'
+                         % (_display(path), damage))
     return state
 
 
-def write_state(path, state):
-    """Write ``state`` as JSON to ``path`` atomically (temp file, fsync, rename, fsync the directory)."""
-    directory = os.path.dirname(path)
-    ensure_state_dir(directory)
-    fd, tmp = tempfile.mkstemp(prefix='.' + os.path.basename(path) + '.', dir=directory)
-    try:
-        with os.fdopen(fd, 'w') as f:
-            f.write(json.dumps(state, sort_keys=True) + '\n')
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o600)
-        os.rename(tmp, path)
-    finally:
-        remove_file(tmp)
-    _fsync_dir(directory)
+def _display(path):
+    return '%s/%s' % (runstate.RUN_DIR, os.path.basename(path))
 
 
-def _fsync_dir(directory):
-    try:
-        dfd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
+def write_state(root, path, state):
+    """Write ``state`` as JSON to the state file ``path`` atomically (checked directory, temp file, fsync,
+    rename); a link or another user's file at that name is refused, never replaced."""
+    runstate.write_state(root, os.path.basename(path), json.dumps(state, sort_keys=True) + '\n')
 
 
-def ensure_state_dir(directory):
-    if not os.path.isdir(directory):
-        try:
-            os.makedirs(directory, 0o700)
-        except OSError as e:
-            if e.errno != errno.EEXIST:
-                raise SweepError('cannot create the sweep state directory %s: %s. The sweep records the original '
-                                 'read_ahead_kb there before changing it (run as root: become: true).'
-                                 % (directory, os.strerror(e.errno)))
-
-
-def lock_holder(lock_path):
-    """The pid written in the lock file, or None."""
-    text = read_text(lock_path)
-    try:
-        return int((text or '').strip())
-    except ValueError:
-        return None
-
-
-def acquire_lock(lock_path, device):
-    """Take the device's sweep lock (flock, not blocking); return its descriptor or raise SweepBusy."""
-    ensure_state_dir(os.path.dirname(lock_path))
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, 'O_CLOEXEC', 0), 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except (IOError, OSError) as e:
-        os.close(fd)
-        if e.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-            raise SweepBusy('another read-ahead sweep holds %s (lock %s, pid %s): wait for it to finish; it restores '
-                            'the device\'s read_ahead_kb when it ends.'
-                            % (device, lock_path, lock_holder(lock_path) or 'unknown'))
-        raise
-    os.ftruncate(fd, 0)
-    os.write(fd, ('%d\n' % os.getpid()).encode('ascii'))
-    return fd
-
-
-def release_lock(fd):
-    if fd is not None:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
+def device_lock(root, device, timeout=0):
+    """Hold ``device``'s read-ahead lock (runstate.locked); SweepBusy when another run holds it."""
+    def busy(message):
+        return SweepBusy('another read-ahead sweep or read_ahead run holds %s: %s A sweep restores the device\'s '
+                         'read_ahead_kb when it ends.' % (device, message))
+    return runstate.locked(root, runstate.device_lock_name(blockdev.majmin(root, device)),
+                           '%s\'s read-ahead' % device, timeout=timeout, busy=busy)
 
 
 def lock_is_free(lock_path):
     """Whether nobody holds the lock (checked without keeping it; for check mode and plans)."""
-    if not os.path.exists(lock_path):
-        return True
-    try:
-        fd = os.open(lock_path, os.O_RDONLY | getattr(os, 'O_CLOEXEC', 0))
-    except OSError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except (IOError, OSError):
-        return False
-    finally:
-        os.close(fd)
-    return True
+    return runstate.lock_is_free(lock_path)
 
 
 def leftover(root, device, state_path):
-    """What a leftover state file asks for: None, or a dict ``state``, ``action`` (restore/discard), ``reason``."""
-    state = read_state(state_path)
+    """What a leftover state file asks for: None, or a dict ``state``, ``action`` (restore, discard or
+    refuse) and ``reason``. ``refuse``: the file is damaged, not ours, or records another device or a value
+    the module would not set; it is reported and left alone, never applied."""
+    try:
+        state = read_state(state_path)
+    except (SweepError, runstate.FileError) as e:
+        return {'state': None, 'action': 'refuse', 'reason': str(e)}
     if state is None:
         return None
     current = boot_id(root)
     if state.get('boot_id') and current and state['boot_id'] != current:
         return {'state': state, 'action': 'discard',
                 'reason': 'it is from an earlier boot (%s), and a reboot resets read-ahead' % state['boot_id']}
-    if state['device'] != device:
-        return {'state': state, 'action': 'discard',
-                'reason': 'it names %s, not %s' % (state['device'], device)}
-    mm = blockdev.majmin(root, device)
-    if state.get('majmin') and mm and state['majmin'] != mm:
-        return {'state': state, 'action': 'discard',
-                'reason': '%s is now device %s, the file recorded %s' % (device, mm, state['majmin'])}
+    problems = state_problems(state, device, device_identity(root, device))
+    if problems:
+        return {'state': state, 'action': 'refuse',
+                'reason': 'the sweep state file %s was not used and is left alone: %s. Set %s\'s read_ahead_kb by '
+                          'hand (the read_ahead module) if needed, then remove the file.'
+                          % (_display(state_path), '; '.join(problems), device)}
     return {'state': state, 'action': 'restore',
             'reason': 'a sweep (pid %s, started %s) ended without restoring %s to %s KiB'
                       % (state.get('pid'), state.get('started'), device, state['original_kb'])}
@@ -428,26 +394,28 @@ def leftover(root, device, state_path):
 def recover(root, device, state_path, check_mode=False):
     """Restore ``device`` from a leftover state file (the caller holds the lock); a dict or None.
 
-    The dict has ``device``, ``action`` (``restore``/``discard``), ``reason``, ``original_kb``,
-    ``found_kb`` (the value the killed run left) and ``changed``. The state file is removed
-    only after the original is read back.
+    The dict has ``device``, ``action`` (``restore``/``discard``/``refuse``), ``reason``,
+    ``original_kb``, ``found_kb`` (the value the killed run left) and ``changed``. The state file
+    is removed only after the original is read back; a refused one is left alone.
     """
     found = leftover(root, device, state_path)
     if found is None:
         return None
     state = found['state']
     current = blockdev.read_ahead_kb(root, device)
+    original = state.get('original_kb') if found['action'] != 'refuse' else None
     result = {'device': device, 'action': found['action'], 'reason': found['reason'],
-              'original_kb': int(state['original_kb']), 'found_kb': current, 'state_file': state_path,
-              'changed': False}
+              'original_kb': original, 'found_kb': current, 'state_file': state_path, 'changed': False}
+    if found['action'] == 'refuse':
+        return result
     if check_mode:
-        result['changed'] = found['action'] == 'restore' and current != int(state['original_kb'])
+        result['changed'] = found['action'] == 'restore' and current != original
         return result
     if found['action'] == 'restore':
-        if current != int(state['original_kb']):
-            restore(root, device, int(state['original_kb']))
+        if current != original:
+            restore(root, device, original)
             result['changed'] = True
-    remove_file(state_path)
+    runstate.remove_state(state_path, _display(state_path))
     return result
 
 
@@ -932,16 +900,19 @@ def run(the_plan, hooks=None, pid=None):
     clock = hooks['clock']
     start = clock()
     deadline = start + the_plan['timeout']
-    lock_fd = acquire_lock(the_plan['lock_file'], device)
+    lock = device_lock(root, device)
+    lock.__enter__()
     results = []
     try:
         recovered = recover(root, device, the_plan['state_file'])
+        if recovered and recovered['action'] == 'refuse':
+            raise SweepError('the sweep did not start, nothing was changed: %s' % recovered['reason'])
         original = blockdev.read_ahead_kb(root, device)
         state = {'device': device, 'majmin': blockdev.majmin(root, device), 'original_kb': original,
-                 'pid': os.getpid() if pid is None else pid,
+                 'identity': device_identity(root, device), 'pid': os.getpid() if pid is None else pid,
                  'started': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
                  'boot_id': boot_id(root), 'host': socket.gethostname(), 'path': the_plan['path']}
-        write_state(the_plan['state_file'], state)  # recorded before the first change
+        write_state(root, the_plan['state_file'], state)  # recorded before the first change
         error = None
         restored = False
         try:
@@ -954,12 +925,12 @@ def run(the_plan, hooks=None, pid=None):
             try:
                 restore(root, device, original)
                 restored = True
-                remove_file(the_plan['state_file'])
+                runstate.remove_state(the_plan['state_file'], _display(the_plan['state_file']))
             except SweepError as e:
                 restore_error = e
             _raise_after_restore(error, restore_error, results, restored, the_plan, original)
     finally:
-        release_lock(lock_fd)
+        lock.__exit__(None, None, None)
     result = public(the_plan)
     result.update({'measured': True, 'results': results, 'recovered': recovered, 'original_kb': original,
                    'restored': True, 'restored_kb': blockdev.read_ahead_kb(root, device),
@@ -1114,15 +1085,14 @@ def recover_only(root, path):
     except blockdev.BlockDeviceError as e:
         raise SweepError(str(e))
     device = blockdev.whole_disk(root, name)
-    lock_path, state_path = state_paths(root, device)
-    if not os.path.exists(state_path):
+    state_path = state_paths(root, device)[1]
+    if not os.path.lexists(state_path):
         return {'device': device, 'recovered': None, 'changed': False, 'state_file': state_path,
                 'msg': 'no leftover sweep state for %s (%s): nothing to recover.' % (device, state_path)}
-    lock_fd = acquire_lock(lock_path, device)
-    try:
+    with device_lock(root, device):
         found = recover(root, device, state_path)
-    finally:
-        release_lock(lock_fd)
+    if found['action'] == 'refuse':
+        raise SweepError(found['reason'])
     if found['changed']:
         did = 'restored'
     elif found['action'] == 'restore':

@@ -30,7 +30,11 @@ class PlanError(Exception):
 
 
 class ApplyError(Exception):
-    """A change failed after others were made (the module fails with changed=true)."""
+    """A change failed; ``extra`` holds changed, changes, rolled_back and not_rolled_back (as read_ahead's)."""
+
+    def __init__(self, msg, **extra):
+        Exception.__init__(self, msg)
+        self.extra = extra
 
 
 class Snapshot(object):
@@ -86,17 +90,25 @@ def resolve_persist(snap, requested, warnings):
     """Where to persist: ``requested`` (None: the default) less tuned when tuned is not in use."""
     tuned_adm = snap.tuned()[0]
     have_tuned = bool(tuned_adm) and bool(snap.active_profiles())
+    off = tuned.no_profile_reason(snap.root) if tuned_adm and not have_tuned else None
     if requested is None:
+        if off:
+            warnings.append('%s: THP persists on the kernel command line only; the tuned child profile is not '
+                            'written or activated.' % off)
         return ['tuned', 'cmdline'] if have_tuned else ['cmdline']
+    problem = files.empty_entries('persist', requested)
+    if problem:
+        raise PlanError(problem, warnings)
     bad = [p for p in requested if p not in ('tuned', 'cmdline')]
     if bad:
         raise PlanError('persist has unknown entries %s: use tuned, cmdline, or an empty list for runtime only.'
                         % ', '.join(bad), warnings)
     persist = requested
     if 'tuned' in persist and not have_tuned:
-        warnings.append('persist includes tuned, but tuned is %s; THP is persisted on the kernel command line only. '
+        warnings.append('persist includes tuned, but %s; THP is persisted on the kernel command line only. '
                         'Install and start tuned (the aem_tuning role does so with aem_tuning_install_tuned) to use '
-                        'it.' % ('not installed' if not tuned_adm else 'without an active profile'))
+                        'it.' % ('tuned is not installed' if not tuned_adm else
+                                 off or 'tuned is without an active profile'))
         persist = [p for p in persist if p != 'tuned']
     return persist
 
@@ -322,32 +334,79 @@ def apply_bootloader(root, boot_plan, run, write):
             write(files.root_path(root, change['path']), change['after'])
 
 
+class Applied(object):
+    """What a run has changed so far, so that a failure says so and undoes what it can (as read_ahead's).
+
+    A failure rolls the runtime THP values back to what they were before the run, lists every change
+    made (``changes``) and what was rolled back, and reports changed only when something changed.
+    Written files stay (each is consistent on its own) and are listed.
+    """
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.runtime = []  # (attr, before, after)
+        self.done = []
+
+    def changes(self):
+        return ['%s: %s -> %s' % (self.plan['state'][a]['path'], b, v) for a, b, v in self.runtime] + self.done
+
+    def fail(self, msg):
+        changes = self.changes()
+        rolled_back, not_rolled_back = [], []
+        root, state = self.plan['root'], self.plan['state']
+        for attr, before, _after in reversed(self.runtime):
+            try:
+                thp.write(root, state, attr, before)
+                rolled_back.append('%s back to %s' % (state[attr]['path'], before))
+            except thp.ThpError as e:
+                not_rolled_back.append(str(e))
+        if changes:
+            msg = '%s (after these changes: %s; rolled back: %s)' % (
+                msg, '; '.join(changes), '; '.join(rolled_back) or 'nothing')
+        raise ApplyError(msg, changed=bool(changes), changes=changes, rolled_back=rolled_back,
+                         not_rolled_back=not_rolled_back)
+
+
 def apply(plan, run, write):
     """Carry out ``plan``, then read the values back; returns {changed, tuned_actions}.
 
-    ``write(path, text)`` writes a host path atomically. Raises ApplyError when a change
-    fails after others were made.
+    ``write(path, text)`` writes a host path atomically. Raises ApplyError (with ``extra``: changed,
+    changes, rolled_back, not_rolled_back) when a change fails, having rolled back the runtime values.
     """
+    applied = Applied(plan)
+    try:
+        return _apply(plan, run, write, applied)
+    except ApplyError as e:
+        if 'changes' in e.extra:
+            raise
+        applied.fail(str(e))
+    except (thp.ThpError, tuned.TunedProfileError) as e:
+        applied.fail(str(e))
+    except (IOError, OSError) as e:
+        applied.fail('writing %s failed: %s' % (getattr(e, 'filename', None) or 'a file',
+                                                files.describe_os_error(e)))
+
+
+def _apply(plan, run, write, applied):
     root = plan['root']
     runtime = plan['runtime']
     tuned_actions = []
     if plan['baseline_changed'] and plan['new_baseline_text'] is not None:
         write(files.root_path(root, thp.BASELINE_FILE), plan['new_baseline_text'])
+        applied.done.append('wrote %s' % thp.BASELINE_FILE)
     for attr in plan['runtime_changes']:
-        try:
-            thp.write(root, plan['state'], attr, runtime[attr]['after'])
-        except thp.ThpError as e:
-            raise ApplyError(str(e))
+        thp.write(root, plan['state'], attr, runtime[attr]['after'])
+        applied.runtime.append((attr, runtime[attr]['before'], runtime[attr]['after']))
     if plan['tuned_changed']:
-        try:
-            tuned_actions = tuned.apply_child(root, plan['tuned_plan'], run, plan['tuned_adm'],
-                                              tuned.daemon_running(root), write, files.remove_owned_file)
-        except tuned.TunedProfileError as e:
-            raise ApplyError(str(e))
+        tuned_actions = tuned.apply_child(root, plan['tuned_plan'], run, plan['tuned_adm'],
+                                          tuned.daemon_running(root), write, files.remove_owned_file)
+        applied.done.extend(tuned_actions)
     if plan['boot_changed']:
         apply_bootloader(root, plan['boot_plan'], run, write)
+        applied.done.append('changed the kernel command line')
     if plan['baseline_changed'] and plan['new_baseline_text'] is None:
         files.remove_owned_file(files.root_path(root, thp.BASELINE_FILE))
+        applied.done.append('removed %s' % thp.BASELINE_FILE)
     # A tuned profile switch re-applies tuned's values: enforce ours and read back.
     changed = plan['changed']
     after = thp.read_state(root)

@@ -144,6 +144,35 @@ def daemon_running(root):
     return bool(pid) and os.path.exists(root_path(root, '/proc/%s' % pid))
 
 
+# The tuned unit (tuned.spec installs it; [Install] WantedBy=multi-user.target) and its enablement link.
+UNIT_FILES = ('/usr/lib/systemd/system/tuned.service', '/lib/systemd/system/tuned.service')
+UNIT_WANTS = '/etc/systemd/system/multi-user.target.wants/tuned.service'
+NO_PROFILE = 'tuned runs no profile: the child profile is written but not activated'
+
+
+def no_profile_reason(root):
+    """Why tuned applies no profile now, by the administrator's live decision, or None when it does.
+
+    * ``tuned-adm off``: redhat-performance/tuned ``tuned/daemon/controller.py`` ``disable()`` (the
+      D-Bus call tuned-adm off makes) stops the tuning and saves no profile in manual mode
+      (``set_profile(None, None, save_instantly=True)``; ``set_all_profiles(None, True, None, ...)`` in
+      later releases), so active_profile exists and is empty, and the daemon keeps running;
+    * tuned stopped and disabled: the daemon does not run and its unit is installed but not enabled
+      (no multi-user.target.wants link), so it does not start at boot either.
+
+    A tuned that is stopped but enabled still applies its active profiles at the next start (at boot,
+    after udev): the child is activated for it as before. No active_profile file: tuned was never set up.
+    """
+    active = read_text(root_path(root, ACTIVE_PROFILE_FILE))
+    if active is not None and not active.split():
+        return 'tuned runs no profile (tuned-adm off: %s is empty)' % ACTIVE_PROFILE_FILE
+    if active is not None and not daemon_running(root) \
+            and any(os.path.exists(root_path(root, u)) for u in UNIT_FILES) \
+            and not os.path.lexists(root_path(root, UNIT_WANTS)):
+        return 'tuned runs no profile (tuned is stopped and disabled)'
+    return None
+
+
 def _strip_inline_comment(value, version):
     """A value as tuned's parser leaves it.
 
@@ -709,7 +738,11 @@ def plan_child(root, owner, new_sections, version=None, state=None):
                                 'for example: tuned-adm profile virtual-guest.' % ACTIVE_PROFILE_FILE)
     result['after'] = render_child(baseline, parents, sections)
     target = desired_active(parents)
-    if active != target:
+    off = no_profile_reason(root)
+    if off:
+        # Live state wins over the parents recorded in the child: nothing is activated or started.
+        result['not_activated'] = off
+    elif active != target:
         result['activate'] = target
     try:
         units, chain = effective_units(root, target, version, {path: result['after']})
@@ -986,15 +1019,19 @@ def plan_summary(plan, changed):
     if not plan:
         return None
     summary = {'path': plan['path'], 'parents': plan['parents'], 'actions': plan.get('actions', []),
-               'changed': changed, 'conflicts': plan.get('conflicts', [])}
+               'changed': changed, 'conflicts': plan.get('conflicts', []),
+               'not_activated': plan.get('not_activated')}
     if plan.get('load_error'):
         summary['load_error'] = plan['load_error']
     return summary
 
 
 def conflict_warnings(plan):
-    """One warning per setting another loaded profile wins over ours: never lose silently."""
-    return ['tuned profile %s [%s] %s=%s wins over the collection\'s %s%s: change or remove it there, or stop '
+    """One warning per setting another loaded profile wins over ours: never lose silently. First, when tuned
+    runs no profile, the one line that says the child is not activated."""
+    off = ['%s (%s); the settings persist through udev, LVM and the kernel command line.'
+           % (NO_PROFILE, plan['not_activated'])] if (plan or {}).get('not_activated') else []
+    return off + ['tuned profile %s [%s] %s=%s wins over the collection\'s %s%s: change or remove it there, or stop '
             'loading it after %s.' % (c['profile'], c['section'], c['option'], c['value'], c['ours'],
                                       ' (where %s)' % c['condition'] if c.get('condition') else '', CHILD_PROFILE)
             for c in (plan or {}).get('conflicts', []) if c.get('winner') != CHILD_PROFILE]
@@ -1013,7 +1050,8 @@ def apply_child(root, plan, run, tuned_adm, tuned_running, write, remove):
         write(full, plan['after'])
         done.append('wrote %s' % plan['path'])
     target = plan['activate']
-    if target is None and plan['after'] is not None and plan['after'] != plan['before']:
+    if target is None and plan['after'] is not None and plan['after'] != plan['before'] \
+            and not plan.get('not_activated'):
         target = active_profiles(root)  # already active as planned: switch again so tuned reloads the file
     if plan['after'] is None and plan['restore'] is not None:
         target = plan['restore']

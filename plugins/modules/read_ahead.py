@@ -38,6 +38,7 @@ options:
       - Block devices to tune, as kernel names (C(nvme1n1), C(dm-2)) or C(/dev) paths,
         including C(/dev/mapper/*), C(/dev/<vg>/<lv>) and C(/dev/disk/by-id/*) links.
       - A partition is resolved to its whole disk.
+      - An empty entry is refused, naming its index.
     type: list
     elements: str
     default: []
@@ -46,7 +47,8 @@ options:
       - Filesystem paths. Each is resolved to the block device behind its mount, then to the
         governing device as described above.
       - A path on a filesystem without a block device (tmpfs, NFS, overlayfs) is an error,
-        unless O(ignore_missing=true).
+        unless O(ignore_missing=true). An empty entry is refused, naming its index (it is not the current
+        directory).
     type: list
     elements: path
     default: []
@@ -57,8 +59,8 @@ options:
       - From 0 to 65536, and a multiple of the page size in KiB (4 on x86_64), because the
         kernel keeps read-ahead in pages.
       - Required when O(state=present).
-      - An integer, or a string of ASCII digits. A boolean, a fraction or digits of another script
-        (C('٣٢')) are refused, not converted.
+      - An integer, or a string of ASCII digits. A boolean, a floating-point number (even C(32.0)), a
+        fraction or digits of another script (C('٣٢')) are refused, not converted.
     type: raw
   persist:
     description:
@@ -246,6 +248,17 @@ def run(module, root):
     snap = read_ahead_plan.Snapshot(root, module.run_command, module.get_bin_path)
     try:
         kb, warnings = read_ahead_plan.validate(p)
+    except read_ahead_plan.PlanError as e:
+        for warning in e.warnings:
+            module.warn(warning)
+        module.fail_json(msg=str(e), **e.extra)
+    # The devices' read-ahead locks (a sweep's too): held from the plan to the read-back.
+    with read_ahead_plan.device_locks(snap, p, module.check_mode):
+        return _run_locked(module, snap, p, kb, warnings)
+
+
+def _run_locked(module, snap, p, kb, warnings):
+    try:
         plan = read_ahead_plan.plan(snap, p, module.check_mode, kb, warnings)
     except read_ahead_plan.PlanError as e:
         for warning in e.warnings:

@@ -137,16 +137,22 @@ options:
     default: false
 notes:
   - B(How a run left half-done is recovered.) Before the first change the sweep takes an exclusive C(flock) on
-    C(/run/aemops-os-tuning/read-ahead-sweep-<device>.lock) (another sweep of the same device is refused while it
-    holds it) and writes C(/run/aemops-os-tuning/read-ahead-sweep-<device>.json) atomically (temporary file,
-    fsync, rename), with the original value, the device number, the pid and the boot id. On success, on failure,
-    on timeout, on SIGTERM, SIGHUP and SIGINT the original value is written back in a C(finally) and read back,
-    and only then the state file is removed. SIGKILL cannot be caught; it leaves the state file, and the kernel
-    releases the dead process's lock. The next sweep of that device, or a call with O(recover=true), finds the
-    state file with the lock free, restores the recorded value and removes the file (RV(recovered)). A state file
-    from an earlier boot, or of a device number that changed, is removed without writing (C(/run) is a tmpfs, so
-    a reboot normally clears it, and a reboot resets read-ahead anyway). If a restore itself fails the state file
-    stays and the module fails naming the value to set by hand.
+    the device's read-ahead lock C(/run/aemops-os-tuning/read-ahead-<major>-<minor>.lock), the lock the
+    M(aemops.os_tuning.read_ahead) module takes too (another sweep of the device is refused while it is held; a
+    read_ahead run waits for the sweep to end), and writes
+    C(/run/aemops-os-tuning/read-ahead-sweep-<device>-<id>.json) atomically (temporary file, fsync, rename), where
+    C(<id>) is derived from the device's stable identity (the one its udev rule matches, the NVMe serial, C(DM_UUID) or
+    a loop device's backing file), with the original value, that identity, the pid and the boot id. The directory
+    (0700 root) and every file in it are checked before use; see the README, "Runtime state". On success, on
+    failure, on timeout, on SIGTERM, SIGHUP and SIGINT the original value is written back in a C(finally) and read
+    back, and only then the state file is removed. SIGKILL cannot be caught; it leaves the state file, and the
+    kernel releases the dead process's lock. The next sweep of that device, or a call with O(recover=true), finds
+    the state file with the lock free, restores the recorded value and removes the file (RV(recovered)). Another
+    device that gets the same name later never finds it. A state file from an earlier boot is removed without
+    writing. A state file that is damaged, not a regular file owned by root, records another device, or records
+    a value that is not a whole multiple of the page size from 0 to 65536 KiB is reported and left alone, never
+    applied; the sweep and the recovery fail naming it and the fix. If a restore itself fails the state file stays
+    and the module fails naming the value to set by hand.
   - Check mode writes nothing, not even the lock or the state file. It checks the path, the device, its
     writability, the free space and the options, and says what the sweep, and a recovery, would do.
   - Needs root (C(become=true)) to write C(read_ahead_kb); fails before any change without it, or where C(/sys) is
@@ -276,9 +282,9 @@ state_file:
   description: The state file that records the original value while the sweep runs.
   returned: always except on failure
   type: str
-  sample: /run/aemops-os-tuning/read-ahead-sweep-dm-0.json
+  sample: /run/aemops-os-tuning/read-ahead-sweep-dm-0-3f1c2a9b7d5e4c10.json
 lock_file:
-  description: The lock file that keeps a second sweep of the device out.
+  description: The device's read-ahead lock file, shared with the read_ahead module.
   returned: success, not recover
   type: str
 results:

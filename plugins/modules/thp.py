@@ -52,7 +52,8 @@ options:
     type: bool
   persist:
     description:
-      - Where to persist the setting, from V(tuned) and V(cmdline). An empty list changes only the running values.
+      - Where to persist the setting, from V(tuned) and V(cmdline). An empty list changes only the running values;
+        an empty string in the list is refused, naming its index.
       - Default is both when tuned is installed with an active profile, else V(cmdline).
       - tuned ignores its own THP value when C(transparent_hugepage=) is on the kernel command line, so with both,
         the command line decides at boot and tuned agrees with it.
@@ -156,7 +157,7 @@ def run(module, root):
             applied = thp_plan.apply(plan, module.run_command,
                                      lambda path, text: files.atomic_write(path, text, 0o644, module=module))
         except thp_plan.ApplyError as e:
-            module.fail_json(msg=str(e), changed=True)
+            module.fail_json(msg=str(e), **e.extra)
         changed = applied['changed']
         tuned_actions = applied['tuned_actions']
     for warning in plan['final_warnings']:

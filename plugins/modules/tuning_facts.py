@@ -27,7 +27,10 @@ author:
   - aemops.os_tuning contributors (@aemops)
 options:
   paths:
-    description: Filesystem paths to resolve to their governing device (reported under C(paths)).
+    description:
+      - Filesystem paths to resolve to their governing device (reported under C(paths)).
+      - An empty entry (here or in the list keys of O(intent)) is an error naming its index, not the current
+        directory; nothing is gathered or changed.
     type: list
     elements: path
     default: []
@@ -135,6 +138,9 @@ ansible_facts:
           (release, family, boot method, and C(python), the interpreter the module ran with),
           C(clock) (the host's own time, C(epoch) and C(iso)), C(errors), and C(snapshot) (the recorded snapshot,
           or null).
+        - C(tuned.no_profile) names the administrator's live decision when tuned applies no profile (C(tuned runs
+          no profile (tuned-adm off ...)) or C(... (tuned is stopped and disabled))), else null; the modules then
+          write the child profile but activate nothing.
         - With O(intent), also C(plan) (C(targets), the chosen repository paths; C(devices), each given device's
           kernel name; C(underlying); C(page_kb); C(warnings)) and C(compliance) (C(misses), a list of
           C(subject), C(kind), C(message); C(compliant); C(tuned_verify) with C(rc), C(passed), C(failures),
@@ -146,7 +152,8 @@ ansible_facts:
         paths:
           /opt/aem/crx-quickstart/repository: {device: dm-0, read_ahead_kb: 4096, mount: /opt/aem}
         thp: {runtime: {enabled: always}, running_cmdline: null}
-        tuned: {installed: true, running: true, active_profiles: [virtual-guest], post_loaded_profile: null, version: "2.21.0"}
+        tuned: {installed: true, running: true, active_profiles: [virtual-guest], post_loaded_profile: null, version: "2.21.0",
+                no_profile: null}
 '''
 
 import json
@@ -156,7 +163,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    blockdev, bootloader, compliance, files, thp, tuned, udev_rules)
+    blockdev, bootloader, compliance, files, runstate, thp, tuned, udev_rules)
 
 ROOT = '/'
 SKIP_PREFIXES = ('ram', 'zram', 'sr', 'fd')
@@ -230,6 +237,7 @@ def tuned_facts(module, root, devices):
         'profile_mode': tuned.profile_mode(root),
         'post_loaded_profile': tuned.post_loaded_profile(root),
         'child_profile': tuned.child_profile_path(root),
+        'no_profile': tuned.no_profile_reason(root),
         'read_ahead': {},
         'thp': None,
         'conflicts': [],
@@ -360,20 +368,18 @@ def resolve_intent(root, intent, path_facts):
 
 
 def read_snapshot(root, path):
-    text = files.read_text(files.root_path(root, path))
-    if text is None:
-        return None
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        return {'error': '%s is not valid JSON (%s): restore it from backup, or delete it to take a new snapshot.'
-                         % (path, e)}
-    return data if isinstance(data, dict) else {'error': '%s holds no JSON object: delete it.' % path}
+    """The snapshot (a dict), None when absent, or {'error': 'damaged: <path>: <why> ...'} (runstate.read_json)."""
+    data, damage = runstate.read_json(files.root_path(root, path), path, dict)
+    if damage:
+        return {'error': '%s: restore it from backup, or delete it to take a new snapshot.' % damage}
+    return data
 
 
 def write_snapshot(module, root, path, facts, now):
-    """Write the snapshot once; the directories created for it are recorded in it. Returns changed."""
-    if files.read_text(files.root_path(root, path)) is not None:
+    """Write the snapshot once; the directories created for it are recorded in it. Returns changed.
+
+    Whatever is at the path already (a snapshot, or a damaged or non-regular file) is kept, never replaced."""
+    if os.path.lexists(files.root_path(root, path)):
         return False
     if module.check_mode:
         return True
@@ -423,8 +429,9 @@ def check_intent(module, root, facts):
     plan = resolve_intent(root, intent, facts['paths'])
     extra_errors = []
     if compliance.is_auto(intent) and intent.get('sweep_record') and intent.get('state', 'present') == 'present':
-        text = files.read_text(files.root_path(root, intent['sweep_record']))
-        plan['recorded_sweep'] = compliance.recorded_sweep(facts, intent, plan, text)
+        data, damage = runstate.read_checked(files.root_path(root, intent['sweep_record']), intent['sweep_record'])
+        plan['recorded_sweep'] = (compliance.recorded_sweep(facts, intent, plan, data) if damage is None else
+                                  {'usable': False, 'why': damage, 'record': None})
         extra_errors, warnings = compliance.recorded_sweep_messages(intent, plan['recorded_sweep'])
         plan['warnings'].extend(warnings)
         intent = module.params['intent'] = compliance.with_recorded(intent, plan['recorded_sweep'])
@@ -440,6 +447,13 @@ def check_intent(module, root, facts):
 
 def run(module, root):
     """Gather; with an intent, validate it, then keep the snapshot, verify, and list the misses."""
+    intent = module.params['intent'] or {}
+    problems = [files.empty_entries('paths', module.params['paths'])]
+    problems += [files.empty_entries('intent.%s' % key, intent.get(key))
+                 for key in ('paths', 'candidates', 'devices', 'thp_persist') if isinstance(intent.get(key), list)]
+    problems = [p for p in problems if p]
+    if problems:
+        module.fail_json(msg='nothing was changed: %s' % ' '.join(problems), errors=problems, changed=False)
     now = time.time()
     facts = gather(module, root)
     facts['clock'] = {'epoch': now, 'iso': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))}

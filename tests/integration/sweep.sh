@@ -81,7 +81,7 @@ cleanup() {
 	fi
 	if mountpoint -q "$work/mnt"; then umount "$work/mnt" || umount --lazy "$work/mnt"; fi
 	[ -n "$dev" ] && losetup --detach "/dev/$dev" 2>/dev/null
-	[ -n "$dev" ] && rm -f "/run/aemops-os-tuning/read-ahead-sweep-$dev.json" "/run/aemops-os-tuning/read-ahead-sweep-$dev.lock"
+	[ -n "$dev" ] && rm -f /run/aemops-os-tuning/read-ahead-sweep-"$dev"-*.json
 	rm -rf "${work:?}"
 	local left
 	left=$({ losetup --list --noheadings --raw --output NAME,BACK-FILE; findmnt --raw --noheadings --output TARGET; } |
@@ -104,7 +104,8 @@ dev=${dev#/dev/}
 mkfs.ext4 -q -L sweep-it "/dev/$dev" || exit 1
 mount "/dev/$dev" "$work/mnt" || exit 1
 ra_file=/sys/block/$dev/queue/read_ahead_kb
-state=/run/aemops-os-tuning/read-ahead-sweep-$dev.json
+state=/run/aemops-os-tuning/read-ahead-sweep-$dev-$("$json_python" -c 'import hashlib, sys; print(hashlib.sha1(sys.argv[1].encode()).hexdigest()[:16])' "ATTR{loop/backing_file}=$work/disk-$tag.img")
+state=$state.json  # named by the device's stable identity (sweep.state_paths)
 echo "$original" >"$ra_file" || exit 1
 say "loop device $dev on $work/mnt, read_ahead_kb=$(cat "$ra_file") (original), python $python"
 
@@ -200,7 +201,7 @@ args ', "sweep": [512, 64, 16], "duration": 2'
 start_module "$work/term.json"
 if wait_swept; then
 	first=$bg
-	if ! run_module "$work/second.json" && field "$work/second.json" 'r["msg"]' | grep -q 'another read-ahead sweep holds'; then
+	if ! run_module "$work/second.json" && field "$work/second.json" 'r["msg"]' | grep -q 'another read-ahead sweep or read_ahead run holds'; then
 		ok "lock: a second sweep of $dev is refused while one runs"
 	else
 		bad "lock: $(head -c 2000 "$work/second.json" "$work/second.json.err")"
@@ -271,4 +272,53 @@ if kill_mid_sweep "SIGKILL (b)"; then
 		bad "SIGKILL then the next sweep: $(head -c 2000 "$work/next.json" "$work/next.json.err")"
 	fi
 	check_restored "SIGKILL then the next sweep"
+fi
+
+# --- read_ahead during a sweep: serialised by the device's read-ahead lock (issue 24) ------
+ra_module=ansible_collections.aemops.os_tuning.plugins.modules.read_ahead
+args ', "sweep": [512, 64, 16], "duration": 2'
+start_module "$work/during.json"
+if wait_swept; then
+	sweeping=$bg
+	printf '{"ANSIBLE_MODULE_ARGS": {"devices": ["%s"], "read_ahead_kb": 32, "persist": false, "rules_file": "%s"}}\n' \
+		"$dev" "$work/90-during.rules" >"$work/ra-args.json"
+	PYTHONPATH=$pypath "$python" -m "$ra_module" "$work/ra-args.json" >"$work/ra.json" 2>"$work/ra.json.err"
+	rc=$?
+	sweep_alive=no
+	kill -0 "$sweeping" 2>/dev/null && sweep_alive=yes
+	wait "$sweeping"
+	bg=
+	if [ "$rc" = 0 ] && [ "$sweep_alive" = no ] && [ "$(ra_now)" = 32 ] &&
+		[ "$(field "$work/ra.json" 'r["devices"][0]["before_kb"], r["devices"][0]["after_kb"], r["changed"]')" = "($original, 32, True)" ]; then
+		ok "read_ahead during a sweep: waited for it, planned from the restored $original KiB, device holds 32"
+	else
+		bad "read_ahead during a sweep: rc=$rc sweep still running=$sweep_alive ra=$(ra_now) $(head -c 2000 "$work/ra.json" "$work/ra.json.err")"
+	fi
+else
+	bad "read_ahead during a sweep: the sweep never changed the device"
+	wait "$bg"; bg=
+fi
+echo "$original" >"$ra_file"
+
+# --- a killed sweep's state is never applied to another device with the same name (issue 24) ----
+if kill_mid_sweep "SIGKILL (c)"; then
+	old_state=$state
+	umount "$work/mnt" || umount --lazy "$work/mnt"
+	losetup --detach "/dev/$dev"
+	truncate -s 320M "$work/other-$tag.img"
+	if losetup "/dev/$dev" "$work/other-$tag.img"; then
+		mkfs.ext4 -q -L sweep-it2 "/dev/$dev" && mount "/dev/$dev" "$work/mnt"
+		echo 128 >"$ra_file"
+		args ', "recover": true'
+		run_module "$work/reuse.json"
+		if [ "$(ra_now)" = 128 ] && [ "$(field "$work/reuse.json" 'r["changed"]')" = False ] && [ -e "$old_state" ]; then
+			ok "another device as $dev: the old state ($old_state) is not applied; read_ahead_kb stays 128"
+		else
+			bad "another device as $dev: ra=$(ra_now) $(head -c 2000 "$work/reuse.json" "$work/reuse.json.err")"
+		fi
+		rm -f "$old_state"
+		echo "$original" >"$ra_file"
+	else
+		bad "another device as $dev: cannot attach a new backing file to /dev/$dev"
+	fi
 fi

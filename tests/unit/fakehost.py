@@ -406,6 +406,19 @@ def tree_checksum(root):
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures')
 
 
+def deny_run_dir(root, monkeypatch):
+    """mkdir under the fake host's /run fails with EACCES, as it does for a run that is not root
+    (/run is 0755 root, so /run/aemops-os-tuning cannot be created)."""
+    real = os.mkdir
+    run = os.path.join(str(root), 'run')
+
+    def mkdir(path, mode=0o777):
+        if str(path) == run or str(path).startswith(run + os.sep):
+            raise OSError(errno.EACCES, os.strerror(errno.EACCES), path)
+        return real(path, mode)
+    monkeypatch.setattr(os, 'mkdir', mkdir)
+
+
 def fixture(name):
     """The text of ``tests/unit/fixtures/<name>`` (each fixture names its upstream source)."""
     with open(os.path.join(FIXTURES, name)) as f:
@@ -713,7 +726,8 @@ sys.exit({'grubby': grubby, 'rpm': rpm, 'grub2-editenv': editenv}[TOOL]())
 #   lvs, lvchange       the LVM read-ahead held in ``lvm`` (``add_lv``); lvchange also sets the
 #                       LV's read_ahead_kb as LVM does on an active LV
 #   udevadm             succeeds (the rules file is what the tests look at)
-#   tuned-adm           --version (``tuned_version``, on stderr when ``tuned_python2``), verify
+#   tuned-adm           --version (``tuned_version``, on stderr when ``tuned_python2``), off (empties
+#                       active_profile, mode manual, as controller.py disable() does), verify
 #                       (``verify_rc``), profile (switches active_profile, mode manual; sets THP
 #                       enabled to ``tuned_sets_enabled`` when that is set, as a stale tuned does)
 #   grubby, rpm,        the versioned grubby-bls model above (``boot_tools(version)``), run as a
@@ -876,6 +890,12 @@ class FakeTools(object):
                 target = self.host.thp_dir + '/enabled'
                 offered = [w.strip('[]') for w in self.host.read(target).split()]
                 self.host.write(target, render_choice(offered, self.tuned_sets_enabled))
+            return 0, '', ''
+        if args == ['off']:
+            # tuned/daemon/controller.py disable(): stop the tuning, save no profile in manual mode
+            # (set_profile(None, None, save_instantly=True)); the daemon keeps running.
+            self.host.write(TUNED_ACTIVE_PROFILE, '')
+            self.host.write(TUNED_PROFILE_MODE, 'manual\n')
             return 0, '', ''
         return 64, '', 'tuned-adm: unexpected arguments %r\n' % (args,)
 

@@ -516,8 +516,9 @@ def test_a_renamed_device_with_the_same_identity_still_holds():
 
 @pytest.mark.parametrize('text, knobs, needle', [
     (None, {}, 'no apply run recorded one in ' + FACT),
-    ('{"recommended_kb": 6', {}, 'is not valid JSON'),
-    ('[64]', {}, 'holds no JSON object'),
+    ('{"recommended_kb": 6', {}, 'damaged: %s: not valid JSON' % FACT),
+    ('[64]', {}, 'damaged: %s: holds a JSON array, not object' % FACT),
+    ('[' * 100000 + ']' * 100000, {}, 'damaged: %s: nested too deeply' % FACT),
     (record(recommended_kb=30), {}, 'records no valid recommended_kb (30)'),
     (record(recommended_kb='64'), {}, 'records no valid recommended_kb ("64")'),
     (record(), {'readers': 8}, 'measured with other aem_tuning_sweep_* or aem_tuning_volume_* settings'),

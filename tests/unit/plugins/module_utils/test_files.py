@@ -15,7 +15,7 @@ import stat
 
 import pytest
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import files
+from ansible_collections.aemops.os_tuning.plugins.module_utils import files, runstate
 
 
 def _mode(path):
@@ -484,7 +484,7 @@ def test_atomic_write_takes_ownership_of_a_planted_file(tmpdir):
 
 def test_lock_file_lives_under_run_and_names_the_file(tmpdir):
     path = files.lock_file_for(str(tmpdir), '/etc/udev/rules.d/90-aemops-read-ahead.rules')
-    assert path == str(tmpdir.join('run/lock/aemops-os-tuning/etc%2Fudev%2Frules.d%2F90-aemops-read-ahead.rules.lock'))
+    assert path == str(tmpdir.join('run/aemops-os-tuning/etc%2Fudev%2Frules.d%2F90-aemops-read-ahead.rules.lock'))
     long_path = files.lock_file_for(str(tmpdir), '/' + 'x' * 300)
     assert len(os.path.basename(long_path)) < 255
 
@@ -493,21 +493,22 @@ def test_locked_is_reentrant_and_leaves_nothing(tmpdir):
     root = str(tmpdir)
     with files.locked('/etc/a.rules', root) as lock_path:
         assert os.path.exists(lock_path)
+        assert stat.S_IMODE(os.stat(os.path.dirname(lock_path)).st_mode) == 0o700
         with open(lock_path) as f:
-            assert f.read() == 'pid %d\n' % os.getpid()
+            assert f.read() == ''  # the holder is read from the kernel, nothing is written
         with files.locked('/etc/a.rules', root, timeout=0):  # the same run does not wait for itself
             pass
         assert os.path.exists(lock_path)
     assert os.listdir(root) == []  # lock file and the directories made for it are gone
 
 
-def test_locked_times_out_naming_the_file_and_holder(tmpdir):
+def test_locked_times_out_naming_the_holder_from_the_kernel(tmpdir):
     import fcntl
     root = str(tmpdir)
     lock_path = files.lock_file_for(root, '/etc/a.rules')
-    os.makedirs(os.path.dirname(lock_path))
-    with open(lock_path, 'w') as holder:  # another process, as far as flock is concerned
-        holder.write('pid 4242\n')
+    os.makedirs(os.path.dirname(lock_path), 0o700)
+    with open(lock_path, 'w') as holder:  # another open file description, as far as flock is concerned
+        holder.write('pid 1\n')  # the file's text is never believed
         holder.flush()
         fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
         with pytest.raises(files.FileError) as info:
@@ -515,13 +516,14 @@ def test_locked_times_out_naming_the_file_and_holder(tmpdir):
                 raise AssertionError('got a lock that is held')
     msg = str(info.value)
     assert 'timed out after 0 s waiting for the lock on /etc/a.rules' in msg
-    assert 'held by pid 4242' in msg and lock_path in msg
+    assert 'held by pid %d (' % os.getpid() in msg and 'pid 1 ' not in msg
+    assert '/run/aemops-os-tuning/etc%2Fa.rules.lock' in msg
 
 
 def test_locked_retakes_the_lock_when_the_holder_unlinked_it(tmpdir, monkeypatch):
     root = str(tmpdir)
     lock_path = files.lock_file_for(root, '/etc/a.rules')
-    real_wait = files._wait_flock
+    real_wait = runstate._wait_flock
     calls = []
 
     def wait(fd, deadline, poll):
@@ -530,15 +532,23 @@ def test_locked_retakes_the_lock_when_the_holder_unlinked_it(tmpdir, monkeypatch
             os.unlink(lock_path)
         return real_wait(fd, deadline, poll)
 
-    monkeypatch.setattr(files, '_wait_flock', wait)
+    monkeypatch.setattr(runstate, '_wait_flock', wait)
     with files.locked('/etc/a.rules', root, timeout=0):
         assert os.path.exists(lock_path)
     assert len(calls) == 2
 
 
-def test_locked_not_required_skips_an_uncreatable_lock(tmpdir):
+def _no_mkdir(monkeypatch):
+    """mkdir fails as it does for a run that is not root."""
+    def mkdir(path, mode=0o777):
+        raise OSError(errno.EACCES, os.strerror(errno.EACCES), path)
+    monkeypatch.setattr(runstate.os, 'mkdir', mkdir)
+
+
+def test_locked_not_required_skips_an_uncreatable_lock(tmpdir, monkeypatch):
     root = str(tmpdir)
-    tmpdir.join('run').write('')  # /run is a file: no lock directory can be made
+    tmpdir.mkdir('run')
+    _no_mkdir(monkeypatch)
     with files.locked('/etc/a.rules', root, required=False) as lock_path:
         assert lock_path is None
     with pytest.raises(files.FileError) as info:
@@ -547,9 +557,10 @@ def test_locked_not_required_skips_an_uncreatable_lock(tmpdir):
     assert 'cannot create the lock file' in str(info.value)
 
 
-def test_locked_all_names_every_owned_file_when_a_lock_cannot_be_created(tmpdir):
+def test_locked_all_names_every_owned_file_when_a_lock_cannot_be_created(tmpdir, monkeypatch):
     root = str(tmpdir)
-    tmpdir.join('run').write('')  # no lock directory can be made: as a non-root run sees it
+    tmpdir.mkdir('run')
+    _no_mkdir(monkeypatch)  # no lock directory can be made: as a non-root run sees it
     with pytest.raises(files.LockCreateError) as info:
         with files.locked_all(['/tmp/w/nonroot.rules', '/etc/tuned/aemops-os-tuning/tuned.conf'], root):
             pass
@@ -571,3 +582,25 @@ def test_locked_all_takes_locks_in_sorted_order(tmpdir, monkeypatch):
     with files.locked_all(['/etc/tuned/x/tuned.conf', '/etc/udev/rules.d/a.rules', None], str(tmpdir)):
         pass
     assert order == ['/etc/tuned/x/tuned.conf', '/etc/udev/rules.d/a.rules']
+
+
+@pytest.mark.parametrize('record, why', [
+    ('[' * 100000 + ']' * 100000, 'nested too deeply'),
+    ('{"a": ' * 100000, 'nested too deeply'),
+    ('[1]', 'holds a JSON array, not object'),
+])
+def test_parse_baselines_reports_hostile_records_never_raises(record, why):
+    records, errors = files.parse_baselines('# aemops-baseline %s\n# aemops-baseline {"ok": 1}\n' % record)
+    assert records == [{'ok': 1}]
+    assert len(errors) == 1 and errors[0].startswith('line 1: %s' % why)
+
+
+@pytest.mark.parametrize('values, message', [
+    ([], None),
+    (['/srv', 'x'], None),
+    ([''], 'paths[0] is an empty string: remove it'),
+    (['/srv', ' ', ''], 'paths[1], paths[2] are an empty string: remove them'),
+])
+def test_empty_entries_names_the_option_and_index(values, message):
+    problem = files.empty_entries('paths', values)
+    assert (problem is None) if message is None else problem.startswith(message)

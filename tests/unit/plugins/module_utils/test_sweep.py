@@ -19,6 +19,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
+import fcntl
 import json
 import os
 import signal
@@ -26,7 +27,7 @@ import threading
 
 import pytest
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, probe, sweep
+from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, probe, runstate, sweep
 from fakehost import nitro_host, tree_checksum
 
 MIB = 1024 * 1024
@@ -169,8 +170,8 @@ def make_plan(host, values=tuple(VALUES), duration=1, size_mb=4, timeout=60, cap
                       timeout=timeout, caps=caps or GP3, **kwargs)
 
 
-def state_file(host):
-    return host.path('/run/aemops-os-tuning/read-ahead-sweep-dm-0.json')
+def state_file(host, device='dm-0'):
+    return sweep.state_paths(host.root, device)[1]
 
 
 def scratch_files(host):
@@ -304,14 +305,15 @@ def test_plan_on_lv(host):
     # 25% of 4 MiB over max(value, 16 KiB)
     assert the_plan['read_budgets'] == [4, 8, 16, 32, 64, 64]
     assert the_plan['state_file'] == state_file(host)
-    assert the_plan['lock_file'].endswith('/run/aemops-os-tuning/read-ahead-sweep-dm-0.lock')
+    assert the_plan['lock_file'].endswith('/run/aemops-os-tuning/read-ahead-253-0.lock')  # the read_ahead module's too
+    assert os.path.basename(the_plan['state_file']).startswith('read-ahead-sweep-dm-0-')
 
 
 def test_plan_on_partition_sweeps_the_whole_disk(host):
     host.mkdir('/srv/aem')
     the_plan = sweep.plan(host.root, '/srv/aem', values=[64, 32], size_mb=4)
     assert (the_plan['device'], the_plan['stat_device'], the_plan['original_kb']) == ('nvme0n1', 'nvme0n1p1', 4096)
-    assert the_plan['state_file'].endswith('/run/aemops-os-tuning/read-ahead-sweep-nvme0n1.json')
+    assert '/run/aemops-os-tuning/read-ahead-sweep-nvme0n1-' in the_plan['state_file']
 
 
 @pytest.mark.parametrize('kwargs, words', [
@@ -366,7 +368,7 @@ def test_record_plan_and_deal():
 
 def test_write_state_is_atomic_and_private(host):
     path = state_file(host)
-    sweep.write_state(path, {'device': 'dm-0', 'original_kb': 4096})
+    sweep.write_state(host.root, path, {'device': 'dm-0', 'original_kb': 4096})
     assert sweep.read_state(path) == {'device': 'dm-0', 'original_kb': 4096}
     assert os.stat(path).st_mode & 0o777 == 0o600
     assert os.stat(os.path.dirname(path)).st_mode & 0o777 == 0o700
@@ -374,24 +376,27 @@ def test_write_state_is_atomic_and_private(host):
 
 
 def test_read_state_corrupt_names_the_fix(host):
-    host.write('/run/aemops-os-tuning/read-ahead-sweep-dm-0.json', '{"device": "dm-0"')
+    sweep.write_state(host.root, state_file(host), {})
+    with open(state_file(host), 'w') as f:
+        f.write('{"device": "dm-0"')
     with pytest.raises(sweep.SweepError) as exc:
         sweep.read_state(state_file(host))
-    assert 'cannot be read' in str(exc.value) and 'by hand' in str(exc.value)
+    assert 'damaged: ' in str(exc.value) and 'not valid JSON' in str(exc.value) and 'by hand' in str(exc.value)
 
 
 def test_lock_refuses_a_second_sweep(host):
     lock_path = sweep.state_paths(host.root, 'dm-0')[0]
-    fd = sweep.acquire_lock(lock_path, 'dm-0')
-    try:
+    with sweep.device_lock(host.root, 'dm-0'):
         assert not sweep.lock_is_free(lock_path)
-        with pytest.raises(sweep.SweepBusy) as exc:
-            sweep.acquire_lock(lock_path, 'dm-0')
-        assert 'another read-ahead sweep holds dm-0' in str(exc.value) and 'pid %d' % os.getpid() in str(exc.value)
-    finally:
-        sweep.release_lock(fd)
+        fd = os.open(lock_path, os.O_RDONLY)  # a second open file description: another run, for flock
+        try:
+            with pytest.raises(sweep.SweepBusy) as exc:
+                runstate._acquire(host.root, lock_path, "dm-0's read-ahead", 0, 0.01, True, sweep.SweepBusy)
+        finally:
+            os.close(fd)
+        assert "waiting for the lock on dm-0's read-ahead" in str(exc.value)
+        assert 'held by pid %d (' % os.getpid() in str(exc.value)
     assert sweep.lock_is_free(lock_path)
-    sweep.release_lock(sweep.acquire_lock(lock_path, 'dm-0'))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -645,26 +650,31 @@ def test_run_a_failed_restore_keeps_the_state_file(host, monkeypatch):
 
 def test_run_refused_while_another_sweep_holds_the_device(host):
     the_plan = make_plan(host)
-    sweep.write_state(state_file(host), {'device': 'dm-0', 'original_kb': 128, 'boot_id': BOOT})
+    sweep.write_state(host.root, state_file(host), {'device': 'dm-0', 'original_kb': 128, 'boot_id': BOOT})
     host.write(DM0 + '/queue/read_ahead_kb', '64\n')        # the other sweep is at 64 KiB
-    fd = sweep.acquire_lock(the_plan['lock_file'], 'dm-0')
+    runstate.run_dir(host.root)
+    other = os.open(the_plan['lock_file'], os.O_RDWR | os.O_CREAT, 0o600)  # another run's open file description holds the flock
+    fcntl.flock(other, fcntl.LOCK_EX)
     try:
         before = open(state_file(host)).read()
-        with pytest.raises(sweep.SweepBusy):
+        with pytest.raises(sweep.SweepBusy) as exc:
             sweep.run(the_plan, Volume(host).hooks())
+        assert 'held by pid %d' % os.getpid() in str(exc.value)
         assert ra(host) == 64 and open(state_file(host)).read() == before
     finally:
-        sweep.release_lock(fd)
+        os.close(other)
 
 
 # ---------------------------------------------------------------------------------------------
 # A run that was killed: the leftover state file
 
-def killed_run(host, original=4096, left_at=16, boot=BOOT, majmin='253:0'):
+def killed_run(host, original=4096, left_at=16, boot=BOOT, majmin='253:0', identity=None, **extra):
     """What a SIGKILLed sweep leaves: its state file, the device at the value it was measuring, no lock."""
     state = {'device': 'dm-0', 'majmin': majmin, 'original_kb': original, 'pid': 999999,
+             'identity': identity or sweep.device_identity(host.root, 'dm-0'),
              'started': '2026-01-01T00:00:00Z', 'boot_id': boot, 'path': REPO}
-    sweep.write_state(state_file(host), state)
+    state.update(extra)
+    sweep.write_state(host.root, state_file(host), state)
     host.write(DM0 + '/queue/read_ahead_kb', '%d\n' % left_at)
 
 
@@ -699,7 +709,6 @@ def test_recover_when_the_value_is_already_back(host):
 
 @pytest.mark.parametrize('kwargs, words', [
     ({'boot': 'another-boot'}, 'from an earlier boot'),
-    ({'majmin': '253:9'}, 'dm-0 is now device 253:0'),
 ])
 def test_stale_state_is_discarded_without_writing(host, kwargs, words):
     killed_run(host, **kwargs)
@@ -707,6 +716,58 @@ def test_stale_state_is_discarded_without_writing(host, kwargs, words):
     assert result['changed'] is False and result['recovered']['action'] == 'discard'
     assert words in result['recovered']['reason']
     assert ra(host) == 16 and not os.path.exists(state_file(host))
+
+
+REFUSED_STATES = [
+    # (id, killed_run kwargs, words): reported and left alone, never applied
+    ('bool', {'original': True}, 'original_kb is true, not a whole number of KiB'),
+    ('huge', {'original': 1048576}, 'original_kb=1048576 is not a multiple of the 4 KiB page size from 0 to 65536'),
+    ('negative', {'original': -4}, 'original_kb=-4'),
+    ('not-a-page', {'original': 30}, 'original_kb=30'),
+    ('float', {'original': 128.0}, 'original_kb is 128.0, not a whole number'),
+    ('string', {'original': '128'}, 'original_kb is "128"'),
+    ('other-device', {'identity': 'ATTR{loop/backing_file}=/var/tmp/old.img'},
+     'it records the device "ATTR{loop/backing_file}=/var/tmp/old.img", and dm-0 is'),
+    ('no-identity', {'identity': 'x', 'original': 4096}, 'it records the device "x"'),
+]
+
+
+@pytest.mark.parametrize('kwargs, words', [r[1:] for r in REFUSED_STATES], ids=[r[0] for r in REFUSED_STATES])
+def test_invalid_or_foreign_state_is_reported_and_left_alone(host, kwargs, words):
+    killed_run(host, **kwargs)
+    before = tree_checksum(host.root)
+    with pytest.raises(sweep.SweepError) as exc:
+        sweep.recover_only(host.root, REPO)
+    assert words in str(exc.value) and 'left alone' in str(exc.value)
+    with pytest.raises(sweep.SweepError) as exc:
+        sweep.run(make_plan(host, values=[64, 32]), Volume(host).hooks())
+    assert 'the sweep did not start, nothing was changed' in str(exc.value) and words in str(exc.value)
+    assert tree_checksum(host.root) == before and ra(host) == 16
+
+
+@pytest.mark.parametrize('plant, words', [
+    (lambda path: os.mkfifo(path), 'is a FIFO (named pipe), not a regular file'),
+    (lambda path: os.symlink('/etc/passwd', path), 'is a symbolic link'),
+    (lambda path: open(path, 'w').write('[' * 100000), 'nested too deeply'),
+    (lambda path: open(path, 'w').write('[1]'), 'holds a JSON array, not object'),
+])
+def test_hostile_state_file_is_refused_without_a_traceback(host, plant, words):
+    runstate.run_dir(host.root)
+    plant(state_file(host))
+    with pytest.raises(sweep.SweepError) as exc:
+        sweep.recover_only(host.root, REPO)
+    assert words in str(exc.value) and 'left alone' in str(exc.value)
+    assert os.path.lexists(state_file(host)) and ra(host) == 4096
+
+
+def test_another_device_with_the_same_name_never_finds_the_state(host):
+    killed_run(host)
+    old = state_file(host)
+    host.udev('253:0', {'DM_UUID': 'LVM-another-volume', 'DM_NAME': 'vg_new-lv_new'})
+    assert state_file(host) != old
+    result = sweep.recover_only(host.root, REPO)
+    assert result['changed'] is False and 'nothing to recover' in result['msg']
+    assert os.path.exists(old) and ra(host) == 16
 
 
 def test_check_mode_result_writes_nothing(host):

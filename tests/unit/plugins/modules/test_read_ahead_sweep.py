@@ -14,12 +14,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import fcntl
 import os
 
 import pytest
 
 from ansible.module_utils import basic
-from ansible_collections.aemops.os_tuning.plugins.module_utils import sweep
+from ansible_collections.aemops.os_tuning.plugins.module_utils import runstate, sweep
 from ansible_collections.aemops.os_tuning.plugins.modules import read_ahead_sweep
 from ansible_collections.aemops.os_tuning.tests.unit.plugins.module_utils.test_sweep import (
     BOOT, DM0, REPO, Volume, killed_run, ra, stat_line, state_file)
@@ -154,9 +155,12 @@ def test_errors(host, args, words):
 
 def test_busy_device_is_refused(host, simulated):
     the_plan = sweep.plan(host.root, REPO, values=[64], size_mb=4)
-    fd = sweep.acquire_lock(the_plan['lock_file'], 'dm-0')
+    runstate.run_dir(host.root)
+    fd = os.open(the_plan['lock_file'], os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another run holds dm-0's read-ahead lock
     try:
         result = run_module(read_ahead_sweep.main, SMALL, failed=True)
     finally:
-        sweep.release_lock(fd)
-    assert 'another read-ahead sweep holds dm-0' in result['msg'] and ra(host) == 4096
+        os.close(fd)
+    assert 'another read-ahead sweep or read_ahead run holds dm-0' in result['msg'] and ra(host) == 4096
+    assert 'held by pid %d (' % os.getpid() in result['msg']

@@ -33,7 +33,7 @@ from ansible_collections.aemops.os_tuning.plugins.module_utils import files, thp
 from ansible_collections.aemops.os_tuning.plugins.modules import thp as thp_module
 from ansible_collections.aemops.os_tuning.tests.unit.utils import Env
 from fakehost import (
-    GRUBBY_VERSIONS, OS_RELEASE, THP_DIR, THP_DIR_RHEL6, FakeHost, FakeTools, fixture, tree_checksum,
+    GRUBBY_VERSIONS, OS_RELEASE, THP_DIR, THP_DIR_RHEL6, FakeHost, FakeTools, deny_run_dir, fixture, tree_checksum,
 )
 
 BASELINE = thp.BASELINE_FILE
@@ -389,7 +389,8 @@ def test_apply_sets_runtime_persists_and_records_the_baseline(el8):
         'path': CHILD, 'parents': ['virtual-guest'], 'changed': True,
         'actions': ['wrote %s' % CHILD, 'activated virtual-guest %s' % tuned.CHILD_PROFILE],
         'conflicts': [{'profile': 'throughput-performance', 'section': 'vm', 'option': 'transparent_hugepages',
-                       'value': 'always', 'ours': 'never', 'winner': tuned.CHILD_PROFILE}]}
+                       'value': 'always', 'ours': 'never', 'winner': tuned.CHILD_PROFILE}],
+        'not_activated': None}
     # ... and overrides throughput-performance's transparent_hugepages=always when tuned merges them.
     units = tuned.effective_units(el8.root)[0]
     assert [u['options']['transparent_hugepages'] for u in units if u['type'] == 'vm'] == ['never']
@@ -463,8 +464,37 @@ def test_tuned_resetting_thp_on_the_profile_switch_is_enforced(env):
 def test_something_else_keeping_its_value_fails(el8):
     el8.host.thp_stuck['enabled'] = 'always'
     result = el8.fail(APPLY)
-    assert result['msg'] == ('%s/enabled reads always after writing never: something else sets it.' % THP_DIR)
+    assert result['msg'].startswith('%s/enabled reads always after writing never: something else sets it. (after '
+                                    'these changes: ' % THP_DIR)
+    assert result['changed'] is True and result['changes']
+
+
+def test_a_boot_file_write_failing_after_the_runtime_change_rolls_back_without_a_traceback(el8, monkeypatch):
+    from ansible_collections.aemops.os_tuning.plugins.module_utils import thp_plan
+
+    def broken(root, boot_plan, run, write):
+        raise OSError(errno.EIO, os.strerror(errno.EIO), '/boot/grub2/grubenv')
+    monkeypatch.setattr(thp_plan, 'apply_bootloader', broken)
+    result = el8.fail(APPLY)
+    assert result['msg'].startswith('writing /boot/grub2/grubenv failed: Input/output error (after these changes: ')
     assert result['changed'] is True
+    assert '%s/enabled: always -> never' % THP_DIR in result['changes']
+    assert '%s/enabled back to always' % THP_DIR in result['rolled_back'] and result['not_rolled_back'] == []
+    assert el8.runtime() == {'enabled': 'always', 'defrag': 'madvise', 'khugepaged/defrag': '1'}
+
+
+def test_a_failure_before_any_change_reports_changed_false(el8, monkeypatch):
+    real = files.atomic_write
+
+    def write(path, *args, **kwargs):
+        if path.endswith(thp.BASELINE_FILE):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
+        return real(path, *args, **kwargs)
+    monkeypatch.setattr(files, 'atomic_write', write)
+    result = el8.fail(APPLY)
+    assert result['changed'] is False and result['changes'] == []
+    assert 'No space left on device' in result['msg']
+    assert el8.runtime() == {'enabled': 'always', 'defrag': 'madvise', 'khugepaged/defrag': '1'}
 
 
 def test_changing_the_value_keeps_the_original_baseline(el8):
@@ -602,7 +632,8 @@ def test_persist_tuned_without_an_active_profile_says_so(el8):
     el8.host.write(tuned.ACTIVE_PROFILE_FILE, '')
     result = el8.run(dict(APPLY, persist=['tuned']))
     assert result['persist'] == []
-    assert any('tuned is without an active profile' in w for w in el8.warnings)
+    assert any('persist includes tuned, but tuned runs no profile (tuned-adm off: /etc/tuned/active_profile is empty)'
+               in w for w in el8.warnings)
 
 
 def test_persist_tuned_only(el8):
@@ -902,6 +933,7 @@ def _read_only_sysfs(env, monkeypatch):
 
 def _not_root(env, monkeypatch):
     _deny_thp_writes(monkeypatch, 1000)
+    deny_run_dir(env.root, monkeypatch)
 
 
 BAD_INPUTS = [
@@ -983,3 +1015,22 @@ def test_unchanged_values_need_no_write_access(el8, monkeypatch):
     el8.run(APPLY)
     _not_root(el8, monkeypatch)
     assert el8.run(APPLY)['changed'] is False
+
+
+def test_after_tuned_adm_off_a_reapply_activates_nothing_and_says_so(env):
+    env.el8()
+    env.with_tuned(running=True)
+    env.run(APPLY)
+    assert env.tools._tuned_adm(['off'])[0] == 0  # the administrator runs tuned-adm off (see fakehost)
+    del env.tools.calls[:]
+    result = env.run(dict(APPLY, enabled='madvise'))
+    assert env.ran('tuned-adm', 'profile') == [] and tuned.active_profiles(env.root) == []
+    assert result['persist'] == ['cmdline'] and env.host.thp('enabled') == 'madvise'
+    assert any(w.startswith('tuned runs no profile (tuned-adm off: /etc/tuned/active_profile is empty): THP persists '
+                            'on the kernel command line only') for w in env.warnings)
+
+
+def test_an_empty_persist_entry_is_named(el8):
+    before = tree_checksum(el8.root)
+    assert el8.fail(dict(APPLY, persist=['tuned', '']))['msg'].startswith('persist[1] is an empty string')
+    assert tree_checksum(el8.root) == before

@@ -301,7 +301,7 @@ def test_tuned_facts_of_the_nitro_host(nitro):
     facts = nitro.facts()
     assert facts['tuned'] == {
         'installed': True, 'running': True, 'version': '2.21.0', 'active_profiles': ['virtual-guest'],
-        'profile_mode': 'auto', 'post_loaded_profile': None, 'child_profile': CHILD, 'error': None,
+        'profile_mode': 'auto', 'post_loaded_profile': None, 'child_profile': CHILD, 'error': None, 'no_profile': None,
         'include_chain': ['throughput-performance', 'virtual-guest'], 'conflicts': [],
         'read_ahead': {'dm-0': TP_4096, 'nvme0n1': TP_4096, 'nvme1n1': TP_4096},
         'thp': {'enabled': 'always', 'profile': 'throughput-performance', 'defrag': None},
@@ -453,7 +453,8 @@ def test_no_tuned_at_all(env):
     facts = env.facts()
     assert facts['tuned'] == {
         'installed': False, 'running': False, 'version': None, 'active_profiles': [], 'profile_mode': None,
-        'post_loaded_profile': None, 'child_profile': CHILD, 'read_ahead': {}, 'thp': None, 'conflicts': [],
+        'post_loaded_profile': None, 'child_profile': CHILD, 'no_profile': None, 'read_ahead': {}, 'thp': None,
+        'conflicts': [],
         'error': None,
     }
     assert facts['os']['tuned_version'] is None
@@ -590,7 +591,9 @@ def test_damaged_thp_baseline_is_reported(nitro):
     nitro.host.write(thp.BASELINE_FILE, '# aemops-baseline {"enabled": "always"\n')
     entry = nitro.facts()['managed_files']['thp_baseline']
     assert entry['baseline'] is None
-    assert entry['errors'] == ['line 1: # aemops-baseline {"enabled": "always"']
+    assert len(entry['errors']) == 1
+    assert entry['errors'][0].startswith('line 1: not valid JSON (')
+    assert entry['errors'][0].endswith(': # aemops-baseline {"enabled": "always"')
 
 
 def test_all_managed_files_together(nitro):
@@ -820,3 +823,18 @@ def test_unreadable_piece_does_not_fail_the_module(nitro, monkeypatch, setup, ta
     deny_reading(monkeypatch, nitro.host, target)
     facts = nitro.facts(paths=[REPO])
     assert facts['paths'][REPO]['device'] == 'dm-0'
+
+
+def test_the_audit_names_tuned_running_no_profile(nitro):
+    nitro.host.write(tuned.ACTIVE_PROFILE_FILE, '')
+    assert nitro.facts()['tuned']['no_profile'] == 'tuned runs no profile (tuned-adm off: /etc/tuned/active_profile is empty)'
+
+
+@pytest.mark.parametrize('args, message', [
+    ({'paths': ['']}, 'paths[0] is an empty string'),
+    ({'intent': {'paths': ['/opt/aem', ''], 'read_ahead_kb': 32}}, 'intent.paths[1] is an empty string'),
+    ({'intent': {'devices': [''], 'read_ahead_kb': 32}}, 'intent.devices[0] is an empty string'),
+])
+def test_an_empty_path_is_an_error_not_the_current_directory(nitro, args, message):
+    result = nitro.fail(args)
+    assert message in result['msg'] and result['changed'] is False

@@ -121,7 +121,31 @@ def test_a_hand_edited_snapshot_cannot_remove_other_directories(env):
 def test_a_damaged_snapshot_is_reported_not_trusted(env):
     env.host.write(SNAPSHOT, '{not json')
     _result, facts = run({'snapshot': {'state': 'query'}})
-    assert 'is not valid JSON' in facts['snapshot']['error']
+    assert facts['snapshot']['error'].startswith('damaged: %s: not valid JSON' % SNAPSHOT)
+
+
+@pytest.mark.parametrize('plant, why', [
+    (lambda path: os.mkfifo(path), 'is a FIFO (named pipe), not a regular file'),
+    (lambda path: open(path, 'w').write('[' * 100000 + ']' * 100000), 'nested too deeply'),
+    (lambda path: open(path, 'w').write('[1]'), 'holds a JSON array, not object'),
+])
+def test_a_hostile_snapshot_is_reported_and_kept(env, plant, why):
+    env.host.mkdir(os.path.dirname(SNAPSHOT))
+    plant(env.host.path(SNAPSHOT))
+    result, facts = run({'snapshot': {'state': 'present'}})
+    assert facts['snapshot']['error'].startswith('damaged: %s: %s' % (SNAPSHOT, why))
+    assert result['changed'] is False  # what is there is kept, never replaced
+
+
+@pytest.mark.parametrize('plant, why', [
+    (lambda path: os.mkfifo(path), 'is a FIFO (named pipe), not a regular file'),
+    (lambda path: open(path, 'w').write('{"a":' * 100000), 'nested too deeply'),
+])
+def test_a_hostile_sweep_record_is_a_reason_not_a_traceback(env, plant, why):
+    env.host.mkdir(os.path.dirname(SWEEP_FACT))
+    plant(env.host.path(SWEEP_FACT))
+    result = run({'intent': auto()}, failed=True)[0]  # audit mode: refused, naming the damage; nothing changed
+    assert 'damaged: %s: %s' % (SWEEP_FACT, why) in result['msg'] and result['changed'] is False
 
 
 def test_misses_name_a_drifted_device_target_and_verify_is_one_miss(env):
