@@ -28,6 +28,8 @@ import json
 import os
 import re
 
+from ansible_collections.aemops.os_tuning.plugins.module_utils import ebs
+
 
 # Python 2's long and unicode without naming them (int and str on Python 3).
 INTEGER_TYPES = (int, type(2 ** 64))
@@ -42,7 +44,7 @@ AUTO = 'auto'
 SWEEP_MAX_VALUES = 32
 SWEEP_MAX_READERS = 64
 SWEEP_TIMEOUT = 900
-SWEEP_VOLUME_TYPES = ('gp2', 'gp3', 'io1', 'io2', 'custom')
+SWEEP_VOLUME_TYPES = ebs.TYPE_NAMES + (ebs.CUSTOM,)
 
 # tuned/consts.py: STR_VERIFY_PROFILE_DEVICE_VALUE_FAIL and STR_VERIFY_PROFILE_VALUE_FAIL.
 # v2.11.0 to v2.14.0 log  "verify: failed: device %s: %s = %s, expected %s";
@@ -207,6 +209,9 @@ def _volume_errors(knobs):
             errors.append('%s=%r: give a positive number, or 0 for the volume type\'s default.' % (var, value))
         else:
             given[key] = value
+    errors.extend(ebs.range_errors(volume_type, given.get('iops'), given.get('throughput_mibps'),
+                                   ('aem_tuning_volume_iops', 'aem_tuning_volume_throughput_mibps',
+                                    'aem_tuning_volume_type')))
     if volume_type == 'custom' and ('iops' not in given or 'throughput_mibps' not in given):
         errors.append('aem_tuning_volume_type=custom needs aem_tuning_volume_iops and '
                       'aem_tuning_volume_throughput_mibps (the caps of the volume).')

@@ -418,7 +418,12 @@ def test_other_words_are_still_refused_and_the_error_mentions_auto():
     ({'duration': 200}, 'more than the sweep\'s 900 s limit'),
     ({'values': [4096, 32], 'size_mb': 8}, 'aem_tuning_sweep_size_mb=8: give MiB of scratch file, at least 16'),
     ({'tolerance_pct': 100}, 'aem_tuning_sweep_tolerance_pct=100'),
-    ({'volume_type': 'st1'}, "aem_tuning_volume_type='st1'"),
+    ({'volume_type': 'standard'}, "aem_tuning_volume_type='standard'"),
+    ({'volume_type': 'gp3', 'iops': 80001},
+     'aem_tuning_volume_iops=80001 is outside what an EBS gp3 volume can have (3,000 to 80,000 IOPS): give a value '
+     'in that range, or aem_tuning_volume_type=custom for an emulated or other device.'),
+    ({'volume_type': 'io2', 'iops': 1000, 'throughput_mibps': 4001.0},
+     'aem_tuning_volume_throughput_mibps=4001.0 is outside what an EBS io2 volume can have (at most 4,000 MiB/s)'),
     ({'volume_type': 'io2'}, 'aem_tuning_volume_type=io2 is provisioned: give aem_tuning_volume_iops'),
     ({'volume_type': 'custom', 'iops': 5000}, 'custom needs aem_tuning_volume_iops and'),
     ({'volume_type': 'gp2'}, 'give aem_tuning_volume_size_gb'),
@@ -434,11 +439,16 @@ def test_the_volume_rules_agree_with_the_sweep_module():
     from ansible_collections.aemops.os_tuning.plugins.module_utils import sweep
     for knobs in ({'volume_type': 'gp3'}, {'volume_type': 'gp2', 'volume_size_gb': 500},
                   {'volume_type': 'io1', 'iops': 8000}, {'volume_type': 'io2', 'iops': 16000},
-                  {'volume_type': 'custom', 'iops': 3000, 'throughput_mibps': 125.0}):
+                  {'volume_type': 'custom', 'iops': 3000, 'throughput_mibps': 125.0},
+                  {'volume_type': 'gp3', 'iops': 80000, 'throughput_mibps': 2000.0},
+                  {'volume_type': 'io2', 'iops': 256000, 'throughput_mibps': 4000.0},
+                  {'volume_type': 'st1'}, {'volume_type': 'sc1', 'volume_size_gb': 500}):
         assert compliance.validate(compliant(), auto_intent(**knobs), resolved()) == []
         sweep.volume_caps(knobs['volume_type'], knobs.get('volume_size_gb'), knobs.get('iops'),
                           knobs.get('throughput_mibps'))  # does not raise either
-    for knobs in ({'volume_type': 'gp2'}, {'volume_type': 'io1'}, {'volume_type': 'custom', 'iops': 1}):
+    for knobs in ({'volume_type': 'gp2'}, {'volume_type': 'io1'}, {'volume_type': 'custom', 'iops': 1},
+                  {'volume_type': 'gp3', 'iops': 80001}, {'volume_type': 'io2', 'iops': 256001},
+                  {'volume_type': 'st1', 'throughput_mibps': 501.0}):
         assert compliance.validate(compliant(), auto_intent(**knobs), resolved())
         with pytest.raises(sweep.SweepError):
             sweep.volume_caps(knobs['volume_type'], knobs.get('volume_size_gb'), knobs.get('iops'),
