@@ -21,7 +21,7 @@ __metaclass__ = type
 import os
 import re
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files, tuned, udev_rules
+from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, compliance, files, tuned, udev_rules
 
 MAX_READ_AHEAD_KB = udev_rules.MAX_READ_AHEAD_KB
 
@@ -140,15 +140,9 @@ def validate(params):
     if params['state'] == 'present':
         if kb is None:
             raise PlanError('read_ahead_kb is required with state=present, in KiB (for example 32).', warnings)
-        if kb < 0 or kb > MAX_READ_AHEAD_KB:
-            raise PlanError('read_ahead_kb=%d is out of range: give KiB between 0 and %d (32 is the usual '
-                            'value for AEM TarMK). Note blockdev --setra takes 512-byte sectors, not KiB.'
-                            % (kb, MAX_READ_AHEAD_KB), warnings)
-        page_kb = max(1, os.sysconf('SC_PAGE_SIZE') // 1024) if hasattr(os, 'sysconf') else 4
-        if kb % page_kb:
-            raise PlanError('read_ahead_kb=%d is not a multiple of the page size (%d KiB): the kernel keeps '
-                            'read-ahead in pages and would store %d. Use a multiple of %d.'
-                            % (kb, page_kb, kb - kb % page_kb, page_kb), warnings)
+        error = compliance.read_ahead_error(kb, compliance.page_kb_of())
+        if error:
+            raise PlanError(error, warnings)
     if not params['devices'] and not params['paths']:
         raise PlanError('nothing to tune: give devices= (kernel names or /dev paths) or paths= (filesystem paths).',
                         warnings)

@@ -54,7 +54,7 @@ import tempfile
 import threading
 import time
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, ebs, probe
+from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, compliance, ebs, probe
 from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read_text, remove_file, root_path
 
 KIB = 1024
@@ -246,10 +246,6 @@ def _why(chosen, best, threshold, tolerance_pct, pool, caps, excluded, all_noisy
 # ---------------------------------------------------------------------------------------------
 # The plan
 
-def page_kb():
-    return max(1, mmap.PAGESIZE // KIB)
-
-
 def validate(values, readers, duration, sequential_block_kb, timeout, timeline_interval=DEFAULT_TIMELINE_INTERVAL):
     """Check the sweep's own arguments; raise SweepError naming the option and the fix."""
     if not values:
@@ -258,7 +254,7 @@ def validate(values, readers, duration, sequential_block_kb, timeout, timeline_i
     if len(values) > MAX_VALUES:
         raise SweepError('sweep has %d values: give at most %d, each one costs 2 x duration seconds.'
                          % (len(values), MAX_VALUES))
-    step = page_kb()
+    step = compliance.page_kb_of()
     for value in values:
         if value < 0 or value > MAX_READ_AHEAD_KB or value % step:
             raise SweepError('sweep value %s: read_ahead_kb values must be multiples of the %d KiB page size from 0 '

@@ -40,6 +40,9 @@ options:
         paths; when empty, the first of C(candidates) that exists is the target), C(candidates), C(devices),
         C(underlying), C(thp), C(thp_defrag), C(thp_persist), and C(thp_persist_effective) (what the C(thp)
         module reported it persists, for the command-line check).
+      - C(read_ahead_kb) not given (or null) means 32 KiB, or the page size of the host's kernel where that is
+        larger (64 KiB on RHEL 9 C(kernel-64k) and RHEL 8 on aarch64); the returned C(plan) says which,
+        and why.
       - C(read_ahead_kb) may be V(auto) (the role chooses it with M(aemops.os_tuning.read_ahead_sweep) later in
         the run); then C(sweep) holds the sweep's settings (also given, and checked, with the number a recorded
         sweep chose) (C(values), C(readers), C(duration), C(size_mb),
@@ -136,7 +139,8 @@ ansible_facts:
           C(clock) (the host's own time, C(epoch) and C(iso)), C(errors), and C(snapshot) (the recorded snapshot,
           or null).
         - With O(intent), also C(plan) (C(targets), the chosen repository paths; C(devices), each given device's
-          kernel name; C(underlying); C(page_kb); C(warnings)) and C(compliance) (C(misses), a list of
+          kernel name; C(underlying); C(page_kb); C(read_ahead_default), with C(kb) and C(why), when the intent gave
+          no C(read_ahead_kb); C(warnings)) and C(compliance) (C(misses), a list of
           C(subject), C(kind), C(message); C(compliant); C(tuned_verify) with C(rc), C(passed), C(failures),
           C(summary), or null when not run).
       type: dict
@@ -421,6 +425,8 @@ def check_intent(module, root, facts):
     """Resolve and validate the intent; fail, having changed nothing, on any error."""
     intent = module.params['intent'] = compliance.normalise_intent(module.params['intent'])
     plan = resolve_intent(root, intent, facts['paths'])
+    intent, plan['read_ahead_default'] = compliance.with_default(intent, plan['page_kb'])
+    module.params['intent'] = intent
     extra_errors = []
     if compliance.is_auto(intent) and intent.get('sweep_record') and intent.get('state', 'present') == 'present':
         text = files.read_text(files.root_path(root, intent['sweep_record']))

@@ -137,6 +137,13 @@ class FakeHost(object):
         self.thp_stuck = {}
         self.write('/proc/self/mountinfo', '')
 
+    def use_page_kb(self, monkeypatch, kb):
+        """A kernel with ``kb`` KiB pages (64 on RHEL 9's aarch64 kernel-64k and RHEL 8 on aarch64): what every
+        page-size check of the collection sees (compliance.page_kb_of, the one page-size function)."""
+        from ansible_collections.aemops.os_tuning.plugins.module_utils import compliance
+        monkeypatch.setattr(compliance, 'page_kb_of', lambda sysconf=None: kb)
+        return self
+
     # -- generic helpers -------------------------------------------------------------------
     def path(self, target):
         return os.path.join(self.root, target.lstrip('/'))

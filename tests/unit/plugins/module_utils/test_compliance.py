@@ -224,6 +224,29 @@ def test_page_size_comes_from_the_host():
         'aem_tuning_read_ahead_kb=32 is not a multiple of the page size (64 KiB)')
 
 
+@pytest.mark.parametrize('page_kb, kb, why', [
+    (4, 32, '32 KiB: the default'),
+    (16, 32, '32 KiB: the default'),
+    (64, 64, '64 KiB: the page size of this kernel (the default 32 KiB is less than one page)'),
+])
+def test_the_default_read_ahead_is_32_or_the_page_size(page_kb, kb, why):
+    assert compliance.default_read_ahead(page_kb) == {'kb': kb, 'why': why}
+    intent, chosen = compliance.with_default(dict(INTENT, read_ahead_kb=None), page_kb)
+    assert intent['read_ahead_kb'] == kb and chosen == {'kb': kb, 'why': why}
+    assert compliance.validate(compliant(), intent, resolved(page_kb=page_kb)) == [] or kb != 32
+
+
+def test_a_given_read_ahead_is_kept_and_still_checked_against_the_page():
+    intent, chosen = compliance.with_default(dict(INTENT, read_ahead_kb=32), 64)
+    assert (intent['read_ahead_kb'], chosen) == (32, None)
+    assert compliance.with_default(dict(INTENT, read_ahead_kb='auto'), 64) == (dict(INTENT, read_ahead_kb='auto'), None)
+
+
+@pytest.mark.parametrize('text', ['', 'None', ' none '])
+def test_none_as_ansible_core_2_16_renders_it_is_not_given(text):
+    assert compliance.normalise_intent({'read_ahead_kb': text})['read_ahead_kb'] is None
+
+
 def test_normalise_takes_ascii_digits_only():
     assert compliance.normalise_intent({'read_ahead_kb': '32'})['read_ahead_kb'] == 32
     assert compliance.normalise_intent({'read_ahead_kb': u'\u0663\u0662'})['read_ahead_kb'] == u'\u0663\u0662'

@@ -357,6 +357,14 @@ def test_plan_rejects_bad_arguments(host, kwargs, words):
     assert tree_checksum(host.root) == before
 
 
+def test_on_a_64k_page_host_values_below_a_page_are_refused_naming_it(host, monkeypatch):
+    host.use_page_kb(monkeypatch, 64)
+    with pytest.raises(probe.ProbeError) as exc:
+        make_plan(host, values=[256, 64, 32])
+    assert 'sweep value 32: read_ahead_kb values must be multiples of the 64 KiB page size' in str(exc.value)
+    assert make_plan(host, values=[256, 128, 64])
+
+
 def test_plan_refuses_a_read_only_sys(host, monkeypatch):
     def refuse(root, name):
         raise blockdev.BlockDeviceError('cannot set read-ahead inside a container: /sys is mounted read-only')

@@ -127,6 +127,19 @@ def test_set_on_path_tunes_the_lv_and_persists(env):
     assert not env.tools.ran('udevadm')
 
 
+def test_a_64k_page_host_is_tuned_to_64_and_refuses_32_naming_the_page_size(env, monkeypatch):
+    # RHEL 9 aarch64 kernel-64k: the kernel keeps read-ahead in 64 KiB pages.
+    env.host.use_page_kb(monkeypatch, 64)
+    before = tree_checksum(env.root)
+    result = env.fail({'paths': [REPO], 'read_ahead_kb': 32})
+    assert ('read_ahead_kb=32 is not a multiple of the page size (64 KiB): the kernel keeps read-ahead in pages and '
+            'would store 0. Use a multiple of 64.') in result['msg']
+    assert tree_checksum(env.root) == before
+    result = env.run({'paths': [REPO], 'read_ahead_kb': 64})
+    assert (only_device(result)['after_kb'], env.ra('dm-0')) == (64, 64)
+    assert env.rules()[0] == {LV_MATCH: 64}
+
+
 def test_rules_file_mode_and_header(env):
     env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
     full = env.host.path(RULES)
