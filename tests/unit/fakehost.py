@@ -144,6 +144,20 @@ class FakeHost(object):
         monkeypatch.setattr(compliance, 'page_kb_of', lambda sysconf=None: kb)
         return self
 
+    def set_kernel(self, release):
+        """The running kernel's release, as in /proc/sys/kernel/osrelease (``uname -r``)."""
+        self.write('/proc/sys/kernel/osrelease', release + '\n')
+        return self
+
+    def set_queue(self, name, optimal_io_size=0, rotational=0, max_sectors_kb=1280):
+        """A device's queue limits in sysfs: ``optimal_io_size`` in bytes (virtio-blk's opt_io_size, NVMe's NOWS,
+        SCSI's OPTIMAL TRANSFER LENGTH), ``rotational`` and ``max_sectors_kb``."""
+        queue = self._devdir(name) + '/queue/'
+        self.write(queue + 'optimal_io_size', '%d\n' % optimal_io_size)
+        self.write(queue + 'rotational', '%d\n' % rotational)
+        self.write(queue + 'max_sectors_kb', '%d\n' % max_sectors_kb)
+        return self
+
     # -- generic helpers -------------------------------------------------------------------
     def path(self, target):
         return os.path.join(self.root, target.lstrip('/'))
