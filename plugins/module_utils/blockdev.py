@@ -313,8 +313,9 @@ def stable_id_candidates(root, name):
     serial = props.get('ID_SERIAL_SHORT')
     if kind == 'nvme':
         # The controller's serial (the EBS volume id on AWS), matched as a sysfs attribute: the
-        # udev properties built from it differ between releases (systemd 252 appends the
-        # namespace to ID_SERIAL), and a rule written on RHEL 7 must still match on RHEL 8 or 9.
+        # udev properties built from it differ between releases (upstream systemd appends the
+        # namespace to NVMe ID_SERIAL from v254, PR #26814; whether RHEL 9's 252 backports it is
+        # not verified), and a rule written on RHEL 7 must still match on RHEL 8, 9 or 10.
         nvme_serial = nvme_attr(root, name, 'serial') or serial
         if nvme_serial:
             add('ATTRS{serial}', nvme_serial, nvme_serial)

@@ -50,8 +50,9 @@ SWEEP_TIMEOUT = 900
 SWEEP_VOLUME_TYPES = ebs.TYPE_NAMES + (ebs.CUSTOM,)
 
 # tuned/consts.py: STR_VERIFY_PROFILE_DEVICE_VALUE_FAIL and STR_VERIFY_PROFILE_VALUE_FAIL.
-# v2.11.0 to v2.14.0 log  "verify: failed: device %s: %s = %s, expected %s";
-# v2.15.0 and later quote: "verify: failed: device %s: '%s' = '%s', expected '%s'".
+# v2.7.0 and later (every release RHEL 7 to 10 ships, 2.11 included) quote:
+#   "verify: failed: device %s: '%s' = '%s', expected '%s'";
+# v2.5.0 and v2.6.0 logged them unquoted ("... device %s: %s = %s, expected %s"); the pattern takes both.
 # tuned/daemon/daemon.py (verify_profile) logs "verifying profile(s): %s" before each verify.
 _VERIFY_START = 'verifying profile(s):'
 _VERIFY_FAIL = re.compile(r"verify: failed: (?:device (?P<device>\S+): )?'?(?P<option>[^'=]+?)'? = "

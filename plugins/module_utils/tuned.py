@@ -24,7 +24,10 @@ Facts encoded here (sources in docs/ and the research notes):
 * The disk plugin tunes whole disks that are not removable and whose parent is none (dm,
   md, loop) or of subsystem scsi, virtio, xen, mmc, and nvme from tuned 2.18 on.
 * Profiles live in ``/usr/lib/tuned/<name>`` and ``/etc/tuned/<name>`` up to tuned 2.22, and
-  in ``.../tuned/profiles/<name>`` from 2.23; ``profile_dirs`` in tuned-main.conf overrides.
+  upstream in ``.../tuned/profiles/<name>`` from 2.23 (tuned/consts.py at v2.23.0). RHEL builds before
+  RHEL 10 keep the old directories: tuned.spec chooses them with macros for ``rhel < 10`` from v2.24.1
+  (commit 7a41949); RHEL 10 and Fedora move them. So the directories found on the host decide, never the
+  version; ``profile_dirs`` in tuned-main.conf overrides.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -566,7 +569,8 @@ _OWNER_PREFIX = '# owner: '
 
 
 def user_profile_dir(root):
-    """Where administrators' profiles go: ``/etc/tuned`` (tuned <= 2.22) or ``/etc/tuned/profiles``."""
+    """Where administrators' profiles go: ``/etc/tuned``, or ``/etc/tuned/profiles`` where the system profiles are
+    in ``/usr/lib/tuned/profiles`` (upstream 2.23+, RHEL 10; RHEL 9 builds keep the old directories)."""
     dirs = profile_dirs(root)
     if dirs != DEFAULT_PROFILE_DIRS:
         return dirs[-1]

@@ -353,7 +353,9 @@ VERIFY_LOG_2_20 = (
     "2026-12-01 11:00:00,002 ERROR    tuned.plugins.base: verify: failed: device dm-1: 'readahead' = '32', "
     "expected '4096'\n")
 # tuned v2.11.0 tuned/consts.py: the same message without quotes.
-VERIFY_LOG_2_11 = (
+# The device line unquoted, as tuned v2.5.0 and v2.6.0 log it (tuned/consts.py at those tags; v2.7.0 and later,
+# 2.11 on RHEL 7 included, quote every value).
+VERIFY_LOG_UNQUOTED = (
     "2026-12-01 11:00:00,000 INFO     tuned.daemon.daemon: verifying profile(s): aemops-os-tuning\n"
     "2026-12-01 11:00:00,002 ERROR    tuned.plugins.base: verify: failed: 'vm.swappiness' = '60', expected '30'\n"
     "2026-12-01 11:00:00,003 ERROR    tuned.plugins.base: verify: failed: device xvdb: readahead = 256, "
@@ -366,8 +368,8 @@ def test_parse_verify_reads_only_the_last_verify():
     assert result['failures'] == [{'device': 'dm-1', 'option': 'readahead', 'current': '32', 'expected': '4096'}]
 
 
-def test_parse_verify_reads_the_unquoted_2_11_format():
-    result = compliance.parse_verify(1, '', '', VERIFY_LOG_2_11)
+def test_parse_verify_reads_the_unquoted_2_6_format_too():
+    result = compliance.parse_verify(1, '', '', VERIFY_LOG_UNQUOTED)
     assert result['failures'] == [
         {'device': None, 'option': 'vm.swappiness', 'current': '60', 'expected': '30'},
         {'device': 'xvdb', 'option': 'readahead', 'current': '256', 'expected': '8192'}]
