@@ -1339,3 +1339,13 @@ def test_conflict_warnings_name_only_what_another_profile_wins():
         "tuned profile throughput-performance [vm.thunderx] transparent_hugepages=never wins over the collection's "
         "madvise (where cpuinfo_regex=x): change or remove it there, or stop loading it after aemops-os-tuning."]
     assert tuned.conflict_warnings(None) == []
+
+
+def test_the_stand_in_throughput_performance_sets_only_what_upstream_sets_on_x86_64():
+    # tuned v2.5.0 removed [vm] transparent_hugepages=always from profiles/throughput-performance/tuned.conf
+    # (present at v2.4.1); v2.11.0 (RHEL 7) has no [vm], later releases set THP for aarch64 ThunderX only.
+    import fakehost
+    sections = re.findall(r'^\[([^\]]+)\]', fakehost.THROUGHPUT_PERFORMANCE, re.M)
+    upstream = re.findall(r'^\[([^\]]+)\]', fixture('tuned/stock-2.11.0/throughput-performance/tuned.conf'), re.M)
+    assert set(sections) <= set(upstream), sections
+    assert 'transparent_hugepage' not in fakehost.THROUGHPUT_PERFORMANCE
