@@ -59,6 +59,7 @@ POST_LOADED_SINCE = (2, 14)         # /etc/tuned/post_loaded_profile (commit 4f5
 BOOL_TITLE_SINCE = (2, 13)          # tuned/profiles/unit.py accepts "True" (commit d6f0a09)
 DROP_SINCE = (2, 13)                # drop= option of a unit (commit 598c506)
 CONFIGPARSER_SINCE = (2, 17)        # configobj replaced by configparser (commit 063277a)
+CONDITIONAL_INCLUDE_SINCE = (2, 17)  # tuned/profiles/locator.py get_config: "-name" loads only if found (2cc251c)
 INLINE_COMMENT_SINCE = (2, 19)      # ConfigParser(inline_comment_prefixes=('#')) (commit 910ff51)
 MMC_SINCE = (2, 26)                 # plugin_disk accepts parents of subsystem mmc
 DISK_PARENT_SUBSYSTEMS = ('scsi', 'virtio', 'xen')
@@ -277,8 +278,9 @@ def load_profiles(root, names, version=None, texts=None):
     """Profiles in merge order, loaded as tuned ``version`` loads the list ``names``.
 
     Models tuned/profiles/loader.py ``_load_profile``: one list of processed files for the
-    whole merge; each profile's includes are loaded (recursively) before it. A profile whose
-    file is already loaded is skipped from tuned 2.16 on; before, it is an error (tuned says
+    whole merge; each profile's includes are loaded (recursively) before it. From 2.17 a name
+    starting with ``-`` is a conditional include: loaded when found, else skipped (before 2.17 it is
+    looked up literally, and not found). A profile whose file is already loaded is skipped from tuned 2.16 on; before, it is an error (tuned says
     "Cannot find profile" and applies no tuning at all). ``texts`` maps profile paths to
     planned contents that replace the files. Returns a list of dicts {name, path, sections}.
     """
@@ -288,11 +290,12 @@ def load_profiles(root, names, version=None, texts=None):
     def load(name, depth, stack):
         if depth > MAX_INCLUDE_DEPTH:
             raise TunedProfileError('tuned profile include chain is deeper than %d at %s.' % (MAX_INCLUDE_DEPTH, name))
-        path, skipped = _locate(root, name, processed, texts)
+        conditional = name.startswith('-') and _since(version, CONDITIONAL_INCLUDE_SINCE)
+        path, skipped = _locate(root, name[1:] if conditional else name, processed, texts)
         if path is None:
             where = ' -> '.join(stack + [name])
-            if skipped and _since(version, SKIP_LOADED_SINCE):
-                return
+            if conditional or (skipped and _since(version, SKIP_LOADED_SINCE)):
+                return  # a conditional include that is not there, or a profile already loaded: skipped
             if skipped:
                 raise TunedProfileError(
                     'tuned %s cannot load profile %s twice in one merge (%s): tuned before 2.16 then fails with '

@@ -215,6 +215,28 @@ def test_load_chain_missing_include(host):
     assert '/etc/tuned' in str(info.value)
 
 
+@pytest.mark.parametrize('version', [(2, 17, 0), (2, 25, 1), None])
+def test_a_conditional_include_loads_when_found_and_is_skipped_when_not(host, version):
+    # tuned/profiles/locator.py v2.17.0 get_config (commit 2cc251c): "-name" is loaded when a profile of that name
+    # exists, and otherwise returns "", which the loader skips.
+    write_profile(host, 'child', '[main]\ninclude=-no-such-profile\n[disk]\nreadahead=32\n', '/etc/tuned')
+    assert [p['name'] for p in tuned.load_chain(host.root, 'child', version)] == ['child']
+    write_profile(host, 'child2', '[main]\ninclude=-throughput-performance\n[disk]\nreadahead=32\n', '/etc/tuned')
+    chain = tuned.load_chain(host.root, 'child2', version)
+    assert [(p['name'], p['path']) for p in chain] == [
+        ('-throughput-performance', '/usr/lib/tuned/throughput-performance/tuned.conf'),
+        ('child2', '/etc/tuned/child2/tuned.conf')]
+
+
+@pytest.mark.parametrize('version', [(2, 11, 0), (2, 16, 0)])
+def test_a_conditional_include_before_2_17_is_a_missing_profile(host, version):
+    # tuned/profiles/locator.py v2.16.0 has no conditional loading: "-name" is a name no profile has.
+    write_profile(host, 'child', '[main]\ninclude=-throughput-performance\n', '/etc/tuned')
+    with pytest.raises(tuned.TunedProfileError) as info:
+        tuned.load_chain(host.root, 'child', version)
+    assert 'tuned profile -throughput-performance was not found' in str(info.value)
+
+
 def test_load_chain_malformed_profile_names_the_file(host):
     write_profile(host, 'broken', '[main]\ninclude=virtual-guest\n[disk]\nreadahead\n', '/etc/tuned')
     with pytest.raises(tuned.TunedProfileError) as info:
