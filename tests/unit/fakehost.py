@@ -801,9 +801,10 @@ class FakeTools(object):
         self.installed.difference_update(names)
         return self
 
-    def add_lv(self, vg_lv, dm, read_ahead='auto'):
-        """An LV ``vg/lv`` on device ``dm`` whose LVM read-ahead is ``read_ahead`` (sectors or 'auto')."""
-        self.lvm[vg_lv] = {'read_ahead': read_ahead, 'dm': dm}
+    def add_lv(self, vg_lv, dm, read_ahead='auto', stripe_kb=None):
+        """An LV ``vg/lv`` on device ``dm`` whose LVM read-ahead is ``read_ahead`` (sectors or 'auto'); ``stripe_kb``
+        for a striped LV (stripe size x stripes)."""
+        self.lvm[vg_lv] = {'read_ahead': read_ahead, 'dm': dm, 'stripe_kb': stripe_kb}
         return self
 
     def boot_tools(self, version):
@@ -869,14 +870,39 @@ class FakeTools(object):
         return 0, '  %s\n' % self.lvm[args[-1]]['read_ahead'], ''
 
     def _lvchange(self, args):
+        """``lvchange --readahead auto|SECTORS VG/LV`` on an active LV, as lvm2 2.03 does it (tools/lvchange.c
+        _lvchange_readahead, then a reload; lib/activate/dev_manager.c and lib/metadata/metadata.c
+        lv_calculate_readahead; libdm _set_dev_node_read_ahead, at v2_03_14): a number is set as given; ``auto``
+        is twice the stripe size (``stripe_kb`` of add_lv), or for a linear LV the read-ahead of its first PV,
+        applied as a minimum (a larger current value is kept). The same value again fails, as in lvm2."""
         if len(args) != 3 or args[0] != '--readahead' or args[2] not in self.lvm:
             return 3, '', 'fake lvchange: only --readahead VALUE VG/LV\n'
         lv = self.lvm[args[2]]
-        lv['read_ahead'] = args[1] if args[1] == 'auto' else int(args[1])
-        # LVM applies the value to the active LV at once; "auto" gives the kernel's default.
-        kb = 128 if args[1] == 'auto' else int(args[1]) // 2
-        self.host.write(self.host._devdir(lv['dm']) + '/queue/read_ahead_kb', '%d\n' % kb)
+        wanted = args[1] if args[1] == 'auto' else int(args[1])
+        if lv['read_ahead'] == wanted:
+            return 5, '', '  Read ahead is already %s for %s.\n' % (wanted, args[2])
+        lv['read_ahead'] = wanted
+        node = self.host._devdir(lv['dm']) + '/queue/read_ahead_kb'
+        if wanted == 'auto':
+            kb = 2 * lv['stripe_kb'] if lv.get('stripe_kb') else self._first_pv_read_ahead_kb(lv['dm'])
+            kb = max(kb, int(self.host.read(node)))
+        else:
+            kb = wanted // 2
+        self.host.write(node, '%d\n' % kb)
         return 0, '  Logical volume %s changed.\n' % args[2], ''
+
+    def _first_pv_read_ahead_kb(self, dm):
+        """The read-ahead of the LV's first PV (a partition reads its disk's), 0 when it has none."""
+        slaves_dir = self.host.path(self.host._devdir(dm) + '/slaves')
+        pvs = sorted(os.listdir(slaves_dir)) if os.path.isdir(slaves_dir) else []
+        if not pvs:
+            return 0
+        devdir = self.host.path(self.host._devdir(pvs[0]))
+        for candidate in (devdir, os.path.dirname(devdir)):
+            if os.path.isfile(os.path.join(candidate, 'queue', 'read_ahead_kb')):
+                with open(os.path.join(candidate, 'queue', 'read_ahead_kb')) as f:
+                    return int(f.read())
+        return 0
 
     def _udevadm(self, args):
         return 0, '', ''

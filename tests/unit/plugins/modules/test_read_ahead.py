@@ -140,6 +140,33 @@ def test_a_64k_page_host_is_tuned_to_64_and_refuses_32_naming_the_page_size(env,
     assert env.rules()[0] == {LV_MATCH: 64}
 
 
+# The fake lvchange, as lvm2 v2_03_14 behaves (tools/lvchange.c, lib/activate/dev_manager.c,
+# lib/metadata/metadata.c lv_calculate_readahead, libdm/libdm-common.c _set_dev_node_read_ahead).
+
+def test_fake_lvchange_auto_takes_the_first_pvs_read_ahead_as_a_minimum(env):
+    lvchange = env.tools.path('lvchange')
+    assert env.tools.run([lvchange, '--readahead', '64', 'vg_aem/lv_repo'])[0] == 0
+    assert env.ra('dm-0') == 32
+    # linear LV over nvme1n1 (4096 KiB): auto gives the PV's read-ahead, raised to, never lowered to
+    assert env.tools.run([lvchange, '--readahead', 'auto', 'vg_aem/lv_repo'])[0] == 0
+    assert env.ra('dm-0') == 4096
+    env.host.write(env.host._devdir('dm-0') + '/queue/read_ahead_kb', '8192\n')
+    env.tools.run([lvchange, '--readahead', '64', 'vg_aem/lv_repo'])
+    env.host.write(env.host._devdir('dm-0') + '/queue/read_ahead_kb', '8192\n')
+    assert env.tools.run([lvchange, '--readahead', 'auto', 'vg_aem/lv_repo'])[0] == 0
+    assert env.ra('dm-0') == 8192                           # a larger current value is kept (a minimum)
+    # lvm2 refuses the value the LV already has
+    assert env.tools.run([lvchange, '--readahead', 'auto', 'vg_aem/lv_repo']) == (
+        5, '', '  Read ahead is already auto for vg_aem/lv_repo.\n')
+
+
+def test_fake_lvchange_auto_on_a_striped_lv_is_twice_the_stripe(env):
+    env.tools.add_lv('vg_aem/lv_repo', 'dm-0', read_ahead=64, stripe_kb=1024)
+    env.host.write(env.host._devdir('dm-0') + '/queue/read_ahead_kb', '32\n')
+    assert env.tools.run([env.tools.path('lvchange'), '--readahead', 'auto', 'vg_aem/lv_repo'])[0] == 0
+    assert env.ra('dm-0') == 2048
+
+
 def test_rules_file_mode_and_header(env):
     env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
     full = env.host.path(RULES)
