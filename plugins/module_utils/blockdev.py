@@ -316,7 +316,10 @@ def stable_id_candidates(root, name):
         # udev properties built from it differ between releases (upstream systemd appends the
         # namespace to NVMe ID_SERIAL from v254, PR #26814; whether RHEL 9's 252 backports it is
         # not verified), and a rule written on RHEL 7 must still match on RHEL 8, 9 or 10.
-        nvme_serial = nvme_attr(root, name, 'serial') or serial
+        # Only when the controller has a serial file (upstream Linux exports it from commit 779ff7561709,
+        # 2016; RHEL 7 and 8 kernels not verified here): ATTRS{serial} cannot match without one, so the
+        # next identity is used then, never ID_SERIAL_SHORT in its place.
+        nvme_serial = nvme_attr(root, name, 'serial')
         if nvme_serial:
             add('ATTRS{serial}', nvme_serial, nvme_serial)
     add('ENV{ID_SERIAL}', props.get('ID_SERIAL') or None, serial)

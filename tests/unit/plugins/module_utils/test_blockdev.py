@@ -243,7 +243,7 @@ def test_unbound_loop_device_has_no_stable_id(host):
 # NVMe and stable ids of disks
 
 def test_nvme_stable_id_is_the_controller_serial_even_with_udev_id_serial(nitro):
-    # ID_SERIAL's format differs between systemd releases (252 appends "_1"); the serial does not.
+    # ID_SERIAL's format differs between systemd releases (v254 appends "_1", PR #26814); the serial does not.
     assert blockdev.device_type(nitro.root, 'nvme1n1') == 'nvme'
     assert blockdev.stable_id(nitro.root, 'nvme1n1') == {
         'key': 'ATTRS{serial}', 'value': EBS_SERIAL, 'serial': EBS_SERIAL}
@@ -278,6 +278,15 @@ def test_nvme_udev_without_serial_short_uses_controller_serial(host):
     assert blockdev.stable_id(host.root, 'nvme3n1') == {
         'key': 'ATTRS{serial}', 'value': 'vol0def', 'serial': 'vol0def'}
     assert blockdev.tuned_identity(host.root, 'nvme3n1') == ('ID_SERIAL', 'Amazon Elastic Block Store_vol0def')
+
+
+def test_nvme_without_a_serial_file_uses_the_next_identity(host):
+    # udev matches ATTRS{serial} against sysfs files only (systemd src/udev/udev-rules.c, ATTRS walks the parents'
+    # attributes): with no controller serial file, a rule ATTRS{serial}=="<ID_SERIAL_SHORT>" can never match.
+    host.add_nvme('nvme3n1', '259:6', 'vol0def')
+    os.unlink(host.path(host._devdir('nvme3n1') + '/device/serial'))
+    assert blockdev.stable_id(host.root, 'nvme3n1') == {
+        'key': 'ENV{ID_SERIAL}', 'value': 'Amazon Elastic Block Store_vol0def', 'serial': 'vol0def'}
 
 
 def test_disk_stable_id_from_id_serial(host):
