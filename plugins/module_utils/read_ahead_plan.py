@@ -272,10 +272,11 @@ def tuned_context(snap, warnings, planned_child=None):
         return None
     version = snap.tuned_version()
     try:
-        units = tuned.effective_units(snap.root, profiles, version, texts)[0]
+        units, chain = tuned.effective_units(snap.root, profiles, version, texts)
     except tuned.TunedProfileError as e:
         warnings.append('cannot read the active tuned profile to check for conflicts: %s' % e)
         return None
+    warnings.extend(w for w in tuned.not_evaluated(chain) if w not in warnings)
     return {'profiles': profiles, 'units': units, 'version': version, 'running': snap.tuned_running()}
 
 

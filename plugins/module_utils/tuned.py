@@ -309,15 +309,22 @@ def load_profiles(root, names, version=None, texts=None):
         processed.append(path)
         text = texts[path] if texts and path in texts else read_text(root_path(root, path))
         sections = parse_conf(text, path, version)
+        skipped_includes = []
         for section, options in sections:
             if section == 'main':
                 for key, value in options:
                     if key == 'include':
                         for parent in split_includes(value, version):
                             if '${' in parent:
-                                continue  # a variable or function include: cannot be resolved from files
+                                # a variable or function (${f:virt_check:...} runs virt-what on the host):
+                                # tuned evaluates it when it loads the profile; this model does not
+                                skipped_includes.append(parent)
+                                continue
                             load(parent, depth + 1, stack + [name])
-        chain.append({'name': name, 'path': path, 'sections': sections})
+        entry = {'name': name, 'path': path, 'sections': sections}
+        if skipped_includes:
+            entry['not_evaluated'] = skipped_includes
+        chain.append(entry)
 
     for name in names:
         load(name, 0, [])
@@ -326,6 +333,15 @@ def load_profiles(root, names, version=None, texts=None):
 
 def _vtext(version):
     return '.'.join(str(v) for v in version[:2]) if version else '(newest rules)'
+
+
+def not_evaluated(chain):
+    """Messages for the includes of ``chain`` the model did not follow (``${...}`` variables and functions): the
+    profiles tuned loads there, and their [disk] instances, are not seen, so not narrowed by the child profile."""
+    return ['tuned profile %s (%s) includes %s, which tuned evaluates on the host and this collection does not: '
+            'the [disk] instances of the profile it names are not seen, so not narrowed. Name the profile in '
+            'include= instead, or check the devices\' read-ahead after tuned applies it.'
+            % (p['name'], p['path'], ', '.join(p['not_evaluated'])) for p in chain if p.get('not_evaluated')]
 
 
 def load_chain(root, name, version=None):

@@ -257,6 +257,7 @@ def tuned_facts(module, root, devices):
         facts['error'] = str(e)
         return facts, version
     facts['include_chain'] = [p['name'] for p in chain]
+    facts['not_evaluated'] = tuned.not_evaluated(chain)
     for name, info in devices.items():
         hit = tuned.read_ahead_for_device(units, name, blockdev.udev_db(root, name)[0])
         if hit and hit['readahead'] and tuned.disk_plugin_covers(

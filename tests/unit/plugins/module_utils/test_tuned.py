@@ -249,6 +249,20 @@ def test_load_chain_skips_variable_includes(host):
     assert [p['name'] for p in tuned.load_chain(host.root, 'cond')] == ['cond']
 
 
+def test_a_function_include_is_reported_as_not_evaluated(host):
+    # Stock openshift (profiles/openshift/tuned.conf at v2.25.1) includes ${f:virt_check:virtual-guest:throughput-
+    # performance}; tuned/profiles/functions/function_virt_check.py runs virt-what on the host to choose.
+    write_profile(host, 'openshift', '[main]\ninclude=${f:virt_check:virtual-guest:throughput-performance}\n')
+    chain = tuned.load_chain(host.root, 'openshift')
+    assert chain[-1]['not_evaluated'] == ['${f:virt_check:virtual-guest:throughput-performance}']
+    assert tuned.not_evaluated(chain) == [
+        'tuned profile openshift (/usr/lib/tuned/openshift/tuned.conf) includes '
+        '${f:virt_check:virtual-guest:throughput-performance}, which tuned evaluates on the host and this collection '
+        'does not: the [disk] instances of the profile it names are not seen, so not narrowed. Name the profile in '
+        'include= instead, or check the devices\' read-ahead after tuned applies it.']
+    assert tuned.not_evaluated(tuned.load_chain(host.root, 'virtual-guest')) == []
+
+
 def test_load_chain_too_deep(host):
     for i in range(tuned.MAX_INCLUDE_DEPTH + 2):
         write_profile(host, 'p%d' % i, '[main]\ninclude=p%d\n' % (i + 1))

@@ -23,7 +23,7 @@ import pytest
 from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files, tuned, udev_rules
 from ansible_collections.aemops.os_tuning.plugins.modules import read_ahead
 from ansible_collections.aemops.os_tuning.tests.unit.utils import Env
-from fakehost import nitro_host, nitro_tools, tree_checksum
+from fakehost import STOCK_PROFILES, nitro_host, nitro_tools, tree_checksum
 
 RULES = udev_rules.RULES_FILE
 LV_UUID = 'LVM-' + 'x' * 64
@@ -165,6 +165,16 @@ def test_fake_lvchange_auto_on_a_striped_lv_is_twice_the_stripe(env):
     env.host.write(env.host._devdir('dm-0') + '/queue/read_ahead_kb', '32\n')
     assert env.tools.run([env.tools.path('lvchange'), '--readahead', 'auto', 'vg_aem/lv_repo'])[0] == 0
     assert env.ra('dm-0') == 2048
+
+
+def test_an_active_profile_with_a_function_include_is_named_not_evaluated(env):
+    # Before, the include was skipped in silence and the profile's parents never seen.
+    env.host.add_tuned('openshift', running=True, profiles=dict(
+        STOCK_PROFILES, openshift='[main]\ninclude=${f:virt_check:virtual-guest:throughput-performance}\n'))
+    env.run({'paths': [REPO], 'read_ahead_kb': 32})
+    assert any(w.startswith('tuned profile openshift (/usr/lib/tuned/openshift/tuned.conf) includes '
+                            '${f:virt_check:virtual-guest:throughput-performance}, which tuned evaluates on the host')
+               for w in env.warnings), env.warnings
 
 
 def test_rules_file_mode_and_header(env):

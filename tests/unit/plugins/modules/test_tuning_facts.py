@@ -329,7 +329,7 @@ def test_tuned_facts_of_the_nitro_host(nitro):
     assert facts['tuned'] == {
         'installed': True, 'running': True, 'version': '2.21.0', 'active_profiles': ['virtual-guest'],
         'profile_mode': 'auto', 'post_loaded_profile': None, 'child_profile': CHILD, 'error': None,
-        'include_chain': ['throughput-performance', 'virtual-guest'], 'conflicts': [],
+        'include_chain': ['throughput-performance', 'virtual-guest'], 'conflicts': [], 'not_evaluated': [],
         'read_ahead': {'dm-0': TP_4096, 'nvme0n1': TP_4096, 'nvme1n1': TP_4096},
         'thp': None,  # throughput-performance sets no THP on x86_64 since tuned v2.5.0
     }
