@@ -206,6 +206,22 @@ def udev_db(root, name):
     return dict(props), list(links)
 
 
+def tuned_properties(root, name):
+    """The properties tuned searches ``devices_udev_regex`` in: pyudev's ``Device.properties``
+    (tuned/hardware/device_matcher_udev.py, sorted from v2.16.0), which libudev builds from the kernel's
+    uevent values (``DEVPATH`` and ``SUBSYSTEM`` from the sysfs path, and the ``uevent`` file: ``MAJOR``,
+    ``MINOR``, ``DEVNAME`` as ``/dev/<name>``, ``DEVTYPE``) and the udev database's properties. The database
+    alone lacks the uevent values (a Xen vbd on RHEL 7 has nothing else)."""
+    devdir = device_dir(root, name)
+    props = {'DEVPATH': '/' + os.path.relpath(devdir, os.path.realpath(_sys(root))), 'SUBSYSTEM': 'block'}
+    for line in (_read_attr(os.path.join(devdir, 'uevent')) or '').splitlines():
+        if '=' in line:
+            key, value = line.split('=', 1)
+            props[key] = '/dev/' + value if key == 'DEVNAME' else value
+    props.update(udev_db(root, name)[0])
+    return props
+
+
 def _read_udev_db(root, name):
     props, links = {}, []
     mm = majmin(root, name)

@@ -322,7 +322,7 @@ def device_conflicts(root, entry, kb, tuned_ctx, file_conflicts):
     name = entry['name']
     conflicts = []
     if tuned_ctx is not None:
-        props = blockdev.udev_db(root, name)[0]
+        props = blockdev.tuned_properties(root, name)
         hit = tuned.read_ahead_for_device(tuned_ctx['units'], name, props)
         if hit and hit['readahead'] and tuned.disk_plugin_covers(
                 entry['type'], version=tuned_ctx['version'], parent_subsystem=tuned.device_parent_subsystem(root, name)):

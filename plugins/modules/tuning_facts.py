@@ -259,7 +259,7 @@ def tuned_facts(module, root, devices):
     facts['include_chain'] = [p['name'] for p in chain]
     facts['not_evaluated'] = tuned.not_evaluated(chain)
     for name, info in devices.items():
-        hit = tuned.read_ahead_for_device(units, name, blockdev.udev_db(root, name)[0])
+        hit = tuned.read_ahead_for_device(units, name, blockdev.tuned_properties(root, name))
         if hit and hit['readahead'] and tuned.disk_plugin_covers(
                 info['type'], version=version, parent_subsystem=tuned.device_parent_subsystem(root, name)):
             facts['read_ahead'][name] = {'instance': hit['instance'], 'profile': hit['profile'],

@@ -199,6 +199,11 @@ class FakeHost(object):
         if whole:
             self.symlink('/sys/block/%s' % name, os.path.relpath(devdir, '/sys/block'))
         self.write(devdir + '/dev', majmin + '\n')
+        # The kernel's uevent file (block/genhd.c disk_uevent, block/partitions/core.c part_uevent); the udev
+        # database (self.udev) holds only what the rules added, never these keys.
+        major, minor = majmin.split(':')
+        self.write(devdir + '/uevent', 'MAJOR=%s\nMINOR=%s\nDEVNAME=%s\nDEVTYPE=%s\n'
+                   % (major, minor, name, 'disk' if whole else 'partition'))
         self.mkdir(devdir + '/holders')
         self.mkdir(devdir + '/slaves')
 
@@ -216,7 +221,7 @@ class FakeHost(object):
         for attr, value in (attrs or {}).items():
             self.write('%s/%s' % (devdir, attr), value)
         if udev is not None or links:
-            self.udev(majmin, dict({'DEVTYPE': 'disk'}, **(udev or {})), links)
+            self.udev(majmin, dict(udev or {}), links)
         return devdir
 
     def add_nvme(self, name, majmin, serial, model='Amazon Elastic Block Store', read_ahead_kb=128, udev=True):
@@ -230,7 +235,7 @@ class FakeHost(object):
         self.write(devdir + '/removable', '0\n')
         if udev:
             ident = '%s_%s' % (model, serial)
-            self.udev(majmin, {'DEVTYPE': 'disk', 'ID_MODEL': model, 'ID_SERIAL': ident, 'ID_SERIAL_SHORT': serial},
+            self.udev(majmin, {'ID_MODEL': model, 'ID_SERIAL': ident, 'ID_SERIAL_SHORT': serial},
                       ['disk/by-id/nvme-%s' % ident.replace(' ', '_')])
         return devdir
 
@@ -241,7 +246,7 @@ class FakeHost(object):
         self._register(name, devdir, majmin, whole=False)
         self.write(devdir + '/partition', '%d\n' % number)
         if udev is not None:
-            self.udev(majmin, dict({'DEVTYPE': 'partition'}, **udev))
+            self.udev(majmin, dict(udev))
         return devdir
 
     def _link_stack(self, name, below):
@@ -261,7 +266,7 @@ class FakeHost(object):
         self.write(devdir + '/dm/name', dm_name + '\n')
         self.write(devdir + '/dm/uuid', dm_uuid + '\n')
         self._link_stack(name, slaves)
-        props = {'DEVTYPE': 'disk', 'DM_NAME': dm_name, 'DM_UUID': dm_uuid}
+        props = {'DM_NAME': dm_name, 'DM_UUID': dm_uuid}
         props.update(udev or {})
         self.udev(majmin, props, ['mapper/%s' % dm_name])
         return devdir
@@ -278,7 +283,7 @@ class FakeHost(object):
         self.write(devdir + '/queue/read_ahead_kb', '%d\n' % read_ahead_kb)
         self.write(devdir + '/md/level', 'raid1\n')
         self._link_stack(name, slaves)
-        self.udev(majmin, {'DEVTYPE': 'disk', 'MD_UUID': md_uuid, 'MD_LEVEL': 'raid1'})
+        self.udev(majmin, {'MD_UUID': md_uuid, 'MD_LEVEL': 'raid1'})
         return devdir
 
     def add_loop(self, name, majmin, backing_file, read_ahead_kb=128):

@@ -241,6 +241,27 @@ def test_a_disk_at_the_kernels_io_opt_default_is_named_as_set_by_the_kernel(env)
         'rotational default, Linux >= 6.17: 2 x max_sectors_kb = 2560 KiB')
 
 
+def test_a_xen_vbd_taken_by_devpath_is_ours_although_the_udev_database_lacks_it(env):
+    # Xen-based EC2 on RHEL 7: the udev database of xvdb holds no identity at all (systemd 219), so the child profile
+    # selects it by DEVPATH, which tuned finds among pyudev's properties (the uevent values;
+    # tuned/hardware/device_matcher_udev.py). Before, the model searched the database only: the parent's [disk]
+    # seemed to take it (a false "tuned ... still applies", and audit's false "child profile not in effect").
+    from ansible_collections.aemops.os_tuning.tests.unit.plugins.module_utils.test_blockdev import add_xen_vbd
+    add_xen_vbd(env.host, 'xvdb', '202:16', 51728)
+    env.host.write('/sys/devices/vbd-51728/block/xvdb/queue/read_ahead_kb', '32\n')
+    env.with_tuned('virtual-guest %s' % tuned.CHILD_PROFILE)
+    devpath = 'DEVPATH=/devices/vbd-51728/block/xvdb'
+    env.host.write(CHILD, '[main]\nsummary=aemops\n\n[disk]\ntype=disk\n'
+                          'devices_udev_regex=\\A(?![\\s\\S]*^(?:%s)$)\n\n'
+                          '[aemops_read_ahead_32]\ntype=disk\ndevices_udev_regex=^(?:%s)$\nreadahead=32\n'
+                   % (devpath, devpath))
+    facts = env.facts()
+    assert facts['tuned']['read_ahead']['xvdb'] == {
+        'instance': 'aemops_read_ahead_32', 'profile': tuned.CHILD_PROFILE, 'setting': '32', 'kb': 32}
+    assert facts['block_devices']['xvdb']['set_by'] == 'tuned %s [aemops_read_ahead_32] readahead=32' % (
+        tuned.CHILD_PROFILE)
+
+
 def test_partitions_are_not_listed_as_devices(nitro):
     assert 'nvme0n1p1' not in nitro.facts()['block_devices']
 
