@@ -206,6 +206,22 @@ def udev_db(root, name):
     return dict(props), list(links)
 
 
+def tuned_properties(root, name):
+    """The properties tuned searches ``devices_udev_regex`` in: pyudev's ``Device.properties``
+    (tuned/hardware/device_matcher_udev.py, sorted from v2.16.0), which libudev builds from the kernel's
+    uevent values (``DEVPATH`` and ``SUBSYSTEM`` from the sysfs path, and the ``uevent`` file: ``MAJOR``,
+    ``MINOR``, ``DEVNAME`` as ``/dev/<name>``, ``DEVTYPE``) and the udev database's properties. The database
+    alone lacks the uevent values (a Xen vbd on RHEL 7 has nothing else)."""
+    devdir = device_dir(root, name)
+    props = {'DEVPATH': '/' + os.path.relpath(devdir, os.path.realpath(_sys(root))), 'SUBSYSTEM': 'block'}
+    for line in (_read_attr(os.path.join(devdir, 'uevent')) or '').splitlines():
+        if '=' in line:
+            key, value = line.split('=', 1)
+            props[key] = '/dev/' + value if key == 'DEVNAME' else value
+    props.update(udev_db(root, name)[0])
+    return props
+
+
 def _read_udev_db(root, name):
     props, links = {}, []
     mm = majmin(root, name)
@@ -313,9 +329,13 @@ def stable_id_candidates(root, name):
     serial = props.get('ID_SERIAL_SHORT')
     if kind == 'nvme':
         # The controller's serial (the EBS volume id on AWS), matched as a sysfs attribute: the
-        # udev properties built from it differ between releases (systemd 252 appends the
-        # namespace to ID_SERIAL), and a rule written on RHEL 7 must still match on RHEL 8 or 9.
-        nvme_serial = nvme_attr(root, name, 'serial') or serial
+        # udev properties built from it differ between releases (upstream systemd appends the
+        # namespace to NVMe ID_SERIAL from v254, PR #26814; whether RHEL 9's 252 backports it is
+        # not verified), and a rule written on RHEL 7 must still match on RHEL 8, 9 or 10.
+        # Only when the controller has a serial file (upstream Linux exports it from commit 779ff7561709,
+        # 2016; RHEL 7 and 8 kernels not verified here): ATTRS{serial} cannot match without one, so the
+        # next identity is used then, never ID_SERIAL_SHORT in its place.
+        nvme_serial = nvme_attr(root, name, 'serial')
         if nvme_serial:
             add('ATTRS{serial}', nvme_serial, nvme_serial)
     add('ENV{ID_SERIAL}', props.get('ID_SERIAL') or None, serial)

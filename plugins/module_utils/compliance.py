@@ -16,7 +16,8 @@ and an *intent* (what the role, or a caller, wants):
 The intent keys are those of the role's public variables without the ``aem_tuning_`` prefix:
 ``state``, ``read_ahead_kb``, ``paths``, ``candidates``, ``devices``, ``underlying``, ``thp``,
 ``thp_defrag``, ``thp_persist``; ``read_ahead_kb`` may be ``'auto'`` (chosen by a read-ahead sweep later in
-the run), and then ``sweep`` holds the sweep's knobs (see ``sweep_errors``). ``resolved`` is what the caller resolved on the host with
+the run), and then ``sweep`` holds the sweep's knobs (see ``sweep_errors``), or None (``default_read_ahead``: 32,
+or the page size where it is larger). ``resolved`` is what the caller resolved on the host with
 ``blockdev`` (see tuning_facts): ``{'targets': [paths], 'devices': {spec: name or None},
 'underlying': {name: [disks]}, 'page_kb': N}``.
 """
@@ -28,7 +29,7 @@ import json
 import os
 import re
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import runstate
+from ansible_collections.aemops.os_tuning.plugins.module_utils import ebs, runstate
 
 
 # Python 2's long and unicode without naming them (int and str on Python 3).
@@ -37,6 +38,8 @@ STRING_TYPES = (str, type(u''))
 
 CHILD_PROFILE = 'aemops-os-tuning'
 MAX_READ_AHEAD_KB = 65536
+# The role's read-ahead when none is given, raised to the page size where a page is larger (default_read_ahead).
+DEFAULT_READ_AHEAD_KB = 32
 THP_PERSIST = ('tuned', 'cmdline')
 AUTO = 'auto'
 # The limits of the read_ahead_sweep module (module_utils/sweep.py: validate, volume_caps, recommend), checked
@@ -44,11 +47,12 @@ AUTO = 'auto'
 SWEEP_MAX_VALUES = 32
 SWEEP_MAX_READERS = 64
 SWEEP_TIMEOUT = 900
-SWEEP_VOLUME_TYPES = ('gp2', 'gp3', 'io1', 'io2', 'custom')
+SWEEP_VOLUME_TYPES = ebs.TYPE_NAMES + (ebs.CUSTOM,)
 
 # tuned/consts.py: STR_VERIFY_PROFILE_DEVICE_VALUE_FAIL and STR_VERIFY_PROFILE_VALUE_FAIL.
-# v2.11.0 to v2.14.0 log  "verify: failed: device %s: %s = %s, expected %s";
-# v2.15.0 and later quote: "verify: failed: device %s: '%s' = '%s', expected '%s'".
+# v2.7.0 and later (every release RHEL 7 to 10 ships, 2.11 included) quote:
+#   "verify: failed: device %s: '%s' = '%s', expected '%s'";
+# v2.5.0 and v2.6.0 logged them unquoted ("... device %s: %s = %s, expected %s"); the pattern takes both.
 # tuned/daemon/daemon.py (verify_profile) logs "verifying profile(s): %s" before each verify.
 _VERIFY_START = 'verifying profile(s):'
 _VERIFY_FAIL = re.compile(r"verify: failed: (?:device (?P<device>\S+): )?'?(?P<option>[^'=]+?)'? = "
@@ -57,12 +61,33 @@ _VERIFY_FAIL_OTHER = re.compile(r"verify: failed: (?P<what>.+?)\s*$")
 
 
 def page_kb_of(sysconf=None):
-    """The page size in KiB of the running kernel (4 on x86_64, 64 on some aarch64 kernels)."""
+    """The page size in KiB of the running kernel (4 on x86_64, 64 on RHEL 9's aarch64 ``kernel-64k`` and RHEL 8
+    on aarch64). The one page-size function of the collection (read_ahead_plan, sweep and tuning_facts call it);
+    ``sysconf`` is injectable, and tests replace the function (tests/unit/fakehost.py, ``use_page_kb``)."""
     try:
         size = (sysconf or os.sysconf)('SC_PAGE_SIZE')
     except (AttributeError, ValueError, OSError):
         return 4
     return max(1, size // 1024)
+
+
+def default_read_ahead(page_kb):
+    """The read-ahead the role applies when none is given: ``{'kb': N, 'why': text}``. It is the larger of
+    DEFAULT_READ_AHEAD_KB and the page size, because the kernel keeps read-ahead in whole pages (on a 64 KiB page
+    kernel, 32 would be stored as 0)."""
+    if page_kb > DEFAULT_READ_AHEAD_KB:
+        return {'kb': page_kb, 'why': '%d KiB: the page size of this kernel (the default %d KiB is less than one '
+                                      'page)' % (page_kb, DEFAULT_READ_AHEAD_KB)}
+    return {'kb': DEFAULT_READ_AHEAD_KB, 'why': '%d KiB: the default' % DEFAULT_READ_AHEAD_KB}
+
+
+def with_default(intent, page_kb):
+    """(intent, chosen): the intent with the default read-ahead in place of none given (``read_ahead_kb`` None),
+    and ``default_read_ahead``'s answer; (intent, None) when a value or ``auto`` was given."""
+    if intent.get('read_ahead_kb') is not None:
+        return intent, None
+    chosen = default_read_ahead(page_kb)
+    return dict(intent, read_ahead_kb=chosen['kb']), chosen
 
 
 def read_ahead_error(kb, page_kb):
@@ -90,6 +115,8 @@ def normalise_intent(intent):
         result['read_ahead_kb'] = int(kb)
     elif isinstance(kb, STRING_TYPES) and kb.strip().lower() == AUTO:
         result['read_ahead_kb'] = AUTO
+    elif isinstance(kb, STRING_TYPES) and kb.strip().lower() in ('', 'none'):
+        result['read_ahead_kb'] = None  # not given: default_read_ahead (ansible-core before 2.19 renders none as text)
     if isinstance(result.get('sweep'), dict):
         result['sweep'] = _normalise_sweep(result['sweep'])
     elif result.get('sweep') == '':
@@ -209,6 +236,9 @@ def _volume_errors(knobs):
             errors.append('%s=%r: give a positive number, or 0 for the volume type\'s default.' % (var, value))
         else:
             given[key] = value
+    errors.extend(ebs.range_errors(volume_type, given.get('iops'), given.get('throughput_mibps'),
+                                   ('aem_tuning_volume_iops', 'aem_tuning_volume_throughput_mibps',
+                                    'aem_tuning_volume_type')))
     if volume_type == 'custom' and ('iops' not in given or 'throughput_mibps' not in given):
         errors.append('aem_tuning_volume_type=custom needs aem_tuning_volume_iops and '
                       'aem_tuning_volume_throughput_mibps (the caps of the volume).')

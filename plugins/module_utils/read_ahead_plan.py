@@ -22,7 +22,7 @@ import contextlib
 import os
 import re
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files, runstate, tuned, udev_rules
+from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, compliance, files, runstate, tuned, udev_rules
 
 MAX_READ_AHEAD_KB = udev_rules.MAX_READ_AHEAD_KB
 
@@ -142,15 +142,9 @@ def validate(params):
     if params['state'] == 'present':
         if kb is None:
             raise PlanError('read_ahead_kb is required with state=present, in KiB (for example 32).', warnings)
-        if kb < 0 or kb > MAX_READ_AHEAD_KB:
-            raise PlanError('read_ahead_kb=%d is out of range: give KiB between 0 and %d (32 is the usual '
-                            'value for AEM TarMK). Note blockdev --setra takes 512-byte sectors, not KiB.'
-                            % (kb, MAX_READ_AHEAD_KB), warnings)
-        page_kb = max(1, os.sysconf('SC_PAGE_SIZE') // 1024) if hasattr(os, 'sysconf') else 4
-        if kb % page_kb:
-            raise PlanError('read_ahead_kb=%d is not a multiple of the page size (%d KiB): the kernel keeps '
-                            'read-ahead in pages and would store %d. Use a multiple of %d.'
-                            % (kb, page_kb, kb - kb % page_kb, page_kb), warnings)
+        error = compliance.read_ahead_error(kb, compliance.page_kb_of())
+        if error:
+            raise PlanError(error, warnings)
     if not params['devices'] and not params['paths']:
         raise PlanError('nothing to tune: give devices= (kernel names or /dev paths) or paths= (filesystem paths).',
                         warnings)
@@ -311,10 +305,11 @@ def tuned_context(snap, warnings, planned_child=None):
         return None
     version = snap.tuned_version()
     try:
-        units = tuned.effective_units(snap.root, profiles, version, texts)[0]
+        units, chain = tuned.effective_units(snap.root, profiles, version, texts)
     except tuned.TunedProfileError as e:
         warnings.append('cannot read the active tuned profile to check for conflicts: %s' % e)
         return None
+    warnings.extend(w for w in tuned.not_evaluated(chain) if w not in warnings)
     return {'profiles': profiles, 'units': units, 'version': version, 'running': snap.tuned_running()}
 
 
@@ -360,7 +355,7 @@ def device_conflicts(root, entry, kb, tuned_ctx, file_conflicts):
     name = entry['name']
     conflicts = []
     if tuned_ctx is not None:
-        props = blockdev.udev_db(root, name)[0]
+        props = blockdev.tuned_properties(root, name)
         hit = tuned.read_ahead_for_device(tuned_ctx['units'], name, props)
         if hit and hit['readahead'] and tuned.disk_plugin_covers(
                 entry['type'], version=tuned_ctx['version'], parent_subsystem=tuned.device_parent_subsystem(root, name)):

@@ -53,7 +53,7 @@ import socket
 import threading
 import time
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, probe, runstate
+from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, compliance, ebs, probe, runstate
 from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read_text, remove_file, root_path
 
 KIB = 1024
@@ -83,20 +83,6 @@ BOOT_ID = '/proc/sys/kernel/random/boot_id'
 # A random phase is throughput- or IOPS-bound when the device ran at this share of the cap.
 BOUND_SHARE = 0.9
 
-# Volume types: the caps a volume of each type can have, from the AWS documentation
-# "Amazon EBS volume types" (Amazon EBS User Guide, ebs-volume-types) and the Iops parameter of
-# the EC2 CreateVolume API. gp2 derives its caps from the size; the others are provisioned.
-VOLUME_TYPES = {
-    'gp3': {'default_iops': 3000, 'default_mib_s': 125, 'max_iops': 16000, 'max_mib_s': 1000},
-    'gp2': {'iops_per_gib': 3, 'min_iops': 100, 'max_iops': 16000, 'burst_iops': 3000,
-            'burst_below_gib': 1000, 'small_mib_s': 128, 'small_max_gib': 170, 'large_mib_s': 250,
-            'large_min_gib': 334},
-    'io1': {'max_iops': 64000, 'max_mib_s': 1000, 'iops_per_gib': 50},
-    'io2': {'max_iops': 256000, 'max_mib_s': 4000, 'iops_per_gib': 1000},
-}
-CAPS_SOURCE = 'AWS, Amazon EBS User Guide, "Amazon EBS volume types"'
-
-
 class SweepError(probe.ProbeError):
     """The sweep cannot run or failed. ``results`` holds what was measured, ``restored`` whether
     the original read-ahead is back."""
@@ -122,22 +108,27 @@ class SweepInterrupted(Exception):
 def volume_caps(volume_type='gp3', size_gib=None, iops=None, mib_s=None):
     """The IOPS and MiB/s caps of an EBS volume; a dict ``type``, ``iops``, ``mib_s``, ``basis``.
 
-    gp3: 3,000 IOPS and 125 MiB/s unless provisioned higher (up to 16,000 and 1,000).
+    The limits are ``ebs.VOLUME_TYPES``'s; a given ``iops``/``mib_s`` outside the type's range is refused.
+    gp3: 3,000 IOPS and 125 MiB/s unless provisioned higher (up to 80,000 and 2,000).
     gp2: 3 IOPS per GiB (at least 100, at most 16,000), bursting to 3,000 below 1,000 GiB
-    while credits last; 128 MiB/s up to 170 GiB, 250 MiB/s from 334 GiB (in between 250 with
-    burst credits). io1 and io2: the provisioned IOPS (required), and the given MiB/s or the
-    type's maximum (1,000 for io1, 4,000 for io2 Block Express). ``iops``/``mib_s`` given
-    explicitly override any type. ``custom`` needs both.
+    while credits last; 128 MiB/s up to 170 GiB, 250 MiB/s above. io1 and io2: the provisioned
+    IOPS (required), and the given MiB/s or the type's maximum (1,000 for io1, 4,000 for io2
+    Block Express). st1 and sc1: the type's maximum IOPS (500, 250 at up to 1 MiB per I/O), and the
+    burst MiB/s of the size (250 or 80 per TiB) up to the type's maximum (500, 250). ``iops``/``mib_s``
+    given explicitly override any type. ``custom`` needs both.
     """
-    if volume_type not in VOLUME_TYPES and volume_type != 'custom':
-        raise SweepError('volume_type=%s: use one of %s or custom (with iops and throughput_mibps).'
-                         % (volume_type, ', '.join(sorted(VOLUME_TYPES))))
+    if volume_type not in ebs.VOLUME_TYPES and volume_type != ebs.CUSTOM:
+        raise SweepError('volume_type=%s: use one of %s or %s (with iops and throughput_mibps).'
+                         % (volume_type, ', '.join(ebs.TYPE_NAMES), ebs.CUSTOM))
     for name, value in (('iops', iops), ('throughput_mibps', mib_s), ('volume_size_gb', size_gib)):
         if value is not None and value <= 0:
             raise SweepError('%s=%s: give a positive number, or leave it out.' % (name, value))
-    spec = VOLUME_TYPES.get(volume_type, {})
+    errors = ebs.range_errors(volume_type, iops, mib_s)
+    if errors:
+        raise SweepError(' '.join(errors))
+    spec = ebs.VOLUME_TYPES.get(volume_type, {})
     basis = []
-    if volume_type == 'custom':
+    if volume_type == ebs.CUSTOM:
         if iops is None or mib_s is None:
             raise SweepError('volume_type=custom needs both iops and throughput_mibps (the caps of the volume).')
         return {'type': 'custom', 'iops': int(iops), 'mib_s': float(mib_s), 'basis': 'given'}
@@ -150,18 +141,28 @@ def volume_caps(volume_type='gp3', size_gib=None, iops=None, mib_s=None):
             raise SweepError('volume_type=gp2 derives its caps from the size: give volume_size_gb (or both iops '
                              'and throughput_mibps).')
         if size_gib is not None:
-            baseline = min(max(spec['min_iops'], spec['iops_per_gib'] * size_gib), spec['max_iops'])
+            baseline = min(max(spec['iops'][0], spec['iops_per_gib'] * size_gib), spec['iops'][1])
             burst = spec['burst_iops'] if size_gib < spec['burst_below_gib'] else baseline
             derived_iops = max(baseline, burst)
             derived_mib = spec['small_mib_s'] if size_gib <= spec['small_max_gib'] else spec['large_mib_s']
             basis.append('gp2 %d GiB: baseline %d IOPS, burst %d' % (size_gib, baseline, derived_iops))
         cap_iops = iops if iops is not None else derived_iops
         cap_mib = mib_s if mib_s is not None else derived_mib
+    elif volume_type in ('st1', 'sc1'):
+        cap_iops = iops if iops is not None else spec['iops'][1]
+        if mib_s is not None:
+            cap_mib = mib_s
+        elif size_gib is not None:
+            cap_mib = min(spec['mib_s'][1], spec['burst_mib_s_per_tib'] * size_gib / 1024.0)
+            basis.append('%s %d GiB: burst %g MiB/s' % (volume_type, size_gib, cap_mib))
+        else:
+            cap_mib = spec['mib_s'][1]
+            basis.append('%s: the type\'s maximum' % volume_type)
     else:
         if iops is None:
             raise SweepError('volume_type=%s is provisioned: give its iops (and throughput_mibps).' % volume_type)
         cap_iops = iops
-        cap_mib = mib_s if mib_s is not None else spec['max_mib_s']
+        cap_mib = mib_s if mib_s is not None else spec['mib_s'][1]
         basis.append('%s provisioned%s' % (volume_type, '' if mib_s is not None else ', the type\'s maximum MiB/s'))
     return {'type': volume_type, 'iops': int(cap_iops), 'mib_s': float(cap_mib), 'basis': '; '.join(basis)}
 
@@ -244,10 +245,6 @@ def _why(chosen, best, threshold, tolerance_pct, pool, caps, excluded, all_noisy
 # ---------------------------------------------------------------------------------------------
 # The plan
 
-def page_kb():
-    return max(1, mmap.PAGESIZE // KIB)
-
-
 def validate(values, readers, duration, sequential_block_kb, timeout, timeline_interval=DEFAULT_TIMELINE_INTERVAL):
     """Check the sweep's own arguments; raise SweepError naming the option and the fix."""
     if not values:
@@ -256,7 +253,7 @@ def validate(values, readers, duration, sequential_block_kb, timeout, timeline_i
     if len(values) > MAX_VALUES:
         raise SweepError('sweep has %d values: give at most %d, each one costs 2 x duration seconds.'
                          % (len(values), MAX_VALUES))
-    step = page_kb()
+    step = compliance.page_kb_of()
     for value in values:
         if value < 0 or value > MAX_READ_AHEAD_KB or value % step:
             raise SweepError('sweep value %s: read_ahead_kb values must be multiples of the %d KiB page size from 0 '
@@ -318,7 +315,7 @@ def state_problems(state, device, identity, page=None):
     if not isinstance(state, dict):
         return ['it holds no JSON object']
     problems = []
-    page = page or page_kb()
+    page = page or compliance.page_kb_of()
     kb = state.get('original_kb')
     if isinstance(kb, bool) or not isinstance(kb, int):
         problems.append('original_kb is %s, not a whole number of KiB' % json.dumps(kb))

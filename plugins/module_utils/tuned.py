@@ -24,7 +24,10 @@ Facts encoded here (sources in docs/ and the research notes):
 * The disk plugin tunes whole disks that are not removable and whose parent is none (dm,
   md, loop) or of subsystem scsi, virtio, xen, mmc, and nvme from tuned 2.18 on.
 * Profiles live in ``/usr/lib/tuned/<name>`` and ``/etc/tuned/<name>`` up to tuned 2.22, and
-  in ``.../tuned/profiles/<name>`` from 2.23; ``profile_dirs`` in tuned-main.conf overrides.
+  upstream in ``.../tuned/profiles/<name>`` from 2.23 (tuned/consts.py at v2.23.0). RHEL builds before
+  RHEL 10 keep the old directories: tuned.spec chooses them with macros for ``rhel < 10`` from v2.24.1
+  (commit 7a41949); RHEL 10 and Fedora move them. So the directories found on the host decide, never the
+  version; ``profile_dirs`` in tuned-main.conf overrides.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -56,6 +59,7 @@ POST_LOADED_SINCE = (2, 14)         # /etc/tuned/post_loaded_profile (commit 4f5
 BOOL_TITLE_SINCE = (2, 13)          # tuned/profiles/unit.py accepts "True" (commit d6f0a09)
 DROP_SINCE = (2, 13)                # drop= option of a unit (commit 598c506)
 CONFIGPARSER_SINCE = (2, 17)        # configobj replaced by configparser (commit 063277a)
+CONDITIONAL_INCLUDE_SINCE = (2, 17)  # tuned/profiles/locator.py get_config: "-name" loads only if found (2cc251c)
 INLINE_COMMENT_SINCE = (2, 19)      # ConfigParser(inline_comment_prefixes=('#')) (commit 910ff51)
 MMC_SINCE = (2, 26)                 # plugin_disk accepts parents of subsystem mmc
 DISK_PARENT_SUBSYSTEMS = ('scsi', 'virtio', 'xen')
@@ -303,8 +307,9 @@ def load_profiles(root, names, version=None, texts=None):
     """Profiles in merge order, loaded as tuned ``version`` loads the list ``names``.
 
     Models tuned/profiles/loader.py ``_load_profile``: one list of processed files for the
-    whole merge; each profile's includes are loaded (recursively) before it. A profile whose
-    file is already loaded is skipped from tuned 2.16 on; before, it is an error (tuned says
+    whole merge; each profile's includes are loaded (recursively) before it. From 2.17 a name
+    starting with ``-`` is a conditional include: loaded when found, else skipped (before 2.17 it is
+    looked up literally, and not found). A profile whose file is already loaded is skipped from tuned 2.16 on; before, it is an error (tuned says
     "Cannot find profile" and applies no tuning at all). ``texts`` maps profile paths to
     planned contents that replace the files. Returns a list of dicts {name, path, sections}.
     """
@@ -314,11 +319,12 @@ def load_profiles(root, names, version=None, texts=None):
     def load(name, depth, stack):
         if depth > MAX_INCLUDE_DEPTH:
             raise TunedProfileError('tuned profile include chain is deeper than %d at %s.' % (MAX_INCLUDE_DEPTH, name))
-        path, skipped = _locate(root, name, processed, texts)
+        conditional = name.startswith('-') and _since(version, CONDITIONAL_INCLUDE_SINCE)
+        path, skipped = _locate(root, name[1:] if conditional else name, processed, texts)
         if path is None:
             where = ' -> '.join(stack + [name])
-            if skipped and _since(version, SKIP_LOADED_SINCE):
-                return
+            if conditional or (skipped and _since(version, SKIP_LOADED_SINCE)):
+                return  # a conditional include that is not there, or a profile already loaded: skipped
             if skipped:
                 raise TunedProfileError(
                     'tuned %s cannot load profile %s twice in one merge (%s): tuned before 2.16 then fails with '
@@ -332,15 +338,22 @@ def load_profiles(root, names, version=None, texts=None):
         processed.append(path)
         text = texts[path] if texts and path in texts else read_text(root_path(root, path))
         sections = parse_conf(text, path, version)
+        skipped_includes = []
         for section, options in sections:
             if section == 'main':
                 for key, value in options:
                     if key == 'include':
                         for parent in split_includes(value, version):
                             if '${' in parent:
-                                continue  # a variable or function include: cannot be resolved from files
+                                # a variable or function (${f:virt_check:...} runs virt-what on the host):
+                                # tuned evaluates it when it loads the profile; this model does not
+                                skipped_includes.append(parent)
+                                continue
                             load(parent, depth + 1, stack + [name])
-        chain.append({'name': name, 'path': path, 'sections': sections})
+        entry = {'name': name, 'path': path, 'sections': sections}
+        if skipped_includes:
+            entry['not_evaluated'] = skipped_includes
+        chain.append(entry)
 
     for name in names:
         load(name, 0, [])
@@ -349,6 +362,15 @@ def load_profiles(root, names, version=None, texts=None):
 
 def _vtext(version):
     return '.'.join(str(v) for v in version[:2]) if version else '(newest rules)'
+
+
+def not_evaluated(chain):
+    """Messages for the includes of ``chain`` the model did not follow (``${...}`` variables and functions): the
+    profiles tuned loads there, and their [disk] instances, are not seen, so not narrowed by the child profile."""
+    return ['tuned profile %s (%s) includes %s, which tuned evaluates on the host and this collection does not: '
+            'the [disk] instances of the profile it names are not seen, so not narrowed. Name the profile in '
+            'include= instead, or check the devices\' read-ahead after tuned applies it.'
+            % (p['name'], p['path'], ', '.join(p['not_evaluated'])) for p in chain if p.get('not_evaluated')]
 
 
 def load_chain(root, name, version=None):
@@ -595,7 +617,8 @@ _OWNER_PREFIX = '# owner: '
 
 
 def user_profile_dir(root):
-    """Where administrators' profiles go: ``/etc/tuned`` (tuned <= 2.22) or ``/etc/tuned/profiles``."""
+    """Where administrators' profiles go: ``/etc/tuned``, or ``/etc/tuned/profiles`` where the system profiles are
+    in ``/usr/lib/tuned/profiles`` (upstream 2.23+, RHEL 10; RHEL 9 builds keep the old directories)."""
     dirs = profile_dirs(root)
     if dirs != DEFAULT_PROFILE_DIRS:
         return dirs[-1]

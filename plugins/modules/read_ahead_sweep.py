@@ -90,22 +90,26 @@ options:
   volume_type:
     description:
       - The volume's type, for its caps in RV(caps) and RV(why) (AWS, Amazon EBS User Guide, "Amazon EBS volume
-        types").
-      - V(gp3) 3,000 IOPS and 125 MiB/s unless provisioned higher (up to 16,000 IOPS and 1,000 MiB/s; give
-        O(iops) and O(throughput_mibps)).
+        types", and the EC2 ModifyVolume limits). A given O(iops) or O(throughput_mibps) outside what a volume of
+        the type can have is refused before anything changes; use V(custom) for an emulated or other device.
+      - V(gp3) 3,000 IOPS and 125 MiB/s unless provisioned higher (3,000 to 80,000 IOPS and 125 to 2,000 MiB/s;
+        give O(iops) and O(throughput_mibps)).
       - V(gp2) 3 IOPS per GiB, at least 100, at most 16,000, bursting to 3,000 IOPS below 1,000 GiB while I/O
-        credits last; 128 MiB/s up to 170 GiB, 250 MiB/s from 334 GiB (in between 250 MiB/s with burst credits).
+        credits last; 128 MiB/s up to 170 GiB, 250 MiB/s above (from 334 GiB without burst credits).
         Needs O(volume_size_gb).
       - V(io1) the provisioned O(iops) (100 to 64,000, at most 50 per GiB), up to 1,000 MiB/s.
-      - V(io2) the provisioned O(iops) (100 to 256,000 on Nitro, at most 1,000 per GiB), up to 4,000 MiB/s
-        (io2 Block Express).
+      - V(io2) (io2 Block Express) the provisioned O(iops) (100 to 256,000, at most 1,000 per GiB), up to
+        4,000 MiB/s.
+      - V(st1) up to 500 IOPS (of up to 1 MiB each) and 500 MiB/s, bursting at 250 MiB/s per TiB of
+        O(volume_size_gb); V(sc1) up to 250 IOPS and 250 MiB/s, 80 MiB/s per TiB. Without O(volume_size_gb), the
+        type's maximum.
       - V(custom) the given O(iops) and O(throughput_mibps), for any other device or an emulated cap.
     type: str
-    choices: [gp2, gp3, io1, io2, custom]
+    choices: [gp2, gp3, io1, io2, st1, sc1, custom]
     default: gp3
   volume_size_gb:
     description:
-      - Size of a V(gp2) volume in GiB, from which its caps follow.
+      - Size of a V(gp2), V(st1) or V(sc1) volume in GiB, from which its caps follow.
     type: int
   iops:
     description:
@@ -170,7 +174,7 @@ seealso:
   - module: aemops.os_tuning.io_probe
   - module: aemops.os_tuning.read_ahead
   - name: Amazon EBS volume types
-    description: The IOPS and throughput of gp2, gp3, io1 and io2 volumes (Amazon EBS User Guide).
+    description: The IOPS and throughput of gp2, gp3, io1, io2, st1 and sc1 volumes (Amazon EBS User Guide).
     link: https://docs.aws.amazon.com/ebs/latest/userguide/ebs-volume-types.html
 '''
 
@@ -420,7 +424,7 @@ def main():
             sequential_block_kb=dict(type='int', default=sweep.DEFAULT_SEQUENTIAL_BLOCK_KB),
             timeout=dict(type='int', default=sweep.DEFAULT_TIMEOUT),
             seed=dict(type='int', default=probe.DEFAULT_SEED),
-            volume_type=dict(type='str', choices=['gp2', 'gp3', 'io1', 'io2', 'custom'], default='gp3'),
+            volume_type=dict(type='str', choices=['gp2', 'gp3', 'io1', 'io2', 'st1', 'sc1', 'custom'], default='gp3'),
             volume_size_gb=dict(type='int'),
             iops=dict(type='int'),
             throughput_mibps=dict(type='float'),

@@ -43,6 +43,9 @@ options:
         paths; when empty, the first of C(candidates) that exists is the target), C(candidates), C(devices),
         C(underlying), C(thp), C(thp_defrag), C(thp_persist), and C(thp_persist_effective) (what the C(thp)
         module reported it persists, for the command-line check).
+      - C(read_ahead_kb) not given (or null) means 32 KiB, or the page size of the host's kernel where that is
+        larger (64 KiB on RHEL 9 C(kernel-64k) and RHEL 8 on aarch64); the returned C(plan) says which,
+        and why.
       - C(read_ahead_kb) may be V(auto) (the role chooses it with M(aemops.os_tuning.read_ahead_sweep) later in
         the run); then C(sweep) holds the sweep's settings (also given, and checked, with the number a recorded
         sweep chose) (C(values), C(readers), C(duration), C(size_mb),
@@ -135,14 +138,21 @@ ansible_facts:
     os_tuning:
       description:
         - Keys C(block_devices), C(mounts), C(paths), C(thp), C(tuned), C(managed_files), C(conflicts), C(os)
-          (release, family, boot method, and C(python), the interpreter the module ran with),
+          (release, family, boot method, C(kernel_release), and C(python), the interpreter the module ran with),
           C(clock) (the host's own time, C(epoch) and C(iso)), C(errors), and C(snapshot) (the recorded snapshot,
           or null).
         - C(tuned.no_profile) names the administrator's live decision when tuned applies no profile (C(tuned runs
           no profile (tuned-adm off ...)) or C(... (tuned is stopped and disabled))), else null; the modules then
           write the child profile but activate nothing.
+        - Each of C(block_devices) with a queue also has C(queue) (C(optimal_io_size) in bytes, C(rotational),
+          C(max_sectors_kb) from sysfs), C(kernel_default) (C(kb) and C(rule), the read-ahead the block layer
+          gives the device at this kernel release, for example 2 x io_opt from Linux 5.10, or twice
+          C(max_sectors_kb) for a rotational disk without io_opt from 6.17; null when the release is unknown) and
+          C(set_by) (what explains the current value, a tuned instance, the collection's udev rule or the kernel's
+          rule, or null).
         - With O(intent), also C(plan) (C(targets), the chosen repository paths; C(devices), each given device's
-          kernel name; C(underlying); C(page_kb); C(warnings)) and C(compliance) (C(misses), a list of
+          kernel name; C(underlying); C(page_kb); C(read_ahead_default), with C(kb) and C(why), when the intent gave
+          no C(read_ahead_kb); C(warnings)) and C(compliance) (C(misses), a list of
           C(subject), C(kind), C(message); C(compliant); C(tuned_verify) with C(rc), C(passed), C(failures),
           C(summary), or null when not run).
       type: dict
@@ -163,7 +173,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    blockdev, bootloader, compliance, files, runstate, thp, tuned, udev_rules)
+    blockdev, bootloader, compliance, files, kernel_readahead, runstate, thp, tuned, udev_rules)
 
 ROOT = '/'
 SKIP_PREFIXES = ('ram', 'zram', 'sr', 'fd')
@@ -173,6 +183,7 @@ def block_devices(module, root, rules, errors=None):
     devices = {}
     lvs = module.get_bin_path('lvs')
     names, bad = blockdev.whole_disks_checked(root)
+    release, page_kb = kernel_readahead.kernel_release(root), compliance.page_kb_of()
     errors = [] if errors is None else errors
     errors.extend(bad)
     for name in names:
@@ -186,6 +197,9 @@ def block_devices(module, root, rules, errors=None):
         if info['type'] == 'loop' and not info.get('loop_bound'):
             continue  # an unbound loop device
         info['rule'] = rules.get(udev_rules.match_clause(info['stable_id']))
+        if info['read_ahead_kb'] is not None:
+            info['queue'] = kernel_readahead.queue_limits(blockdev.device_dir(root, name))
+            info['kernel_default'] = kernel_readahead.default_kb(release, info['queue'], page_kb)
         if info['type'] == 'lvm' and lvs and info.get('lvm', {}).get('vg'):
             rc, out, _err = module.run_command(blockdev.lvs_read_ahead_args(lvs, info['lvm']['vg'], info['lvm']['lv']))
             if rc == 0:
@@ -251,8 +265,9 @@ def tuned_facts(module, root, devices):
         facts['error'] = str(e)
         return facts, version
     facts['include_chain'] = [p['name'] for p in chain]
+    facts['not_evaluated'] = tuned.not_evaluated(chain)
     for name, info in devices.items():
-        hit = tuned.read_ahead_for_device(units, name, blockdev.udev_db(root, name)[0])
+        hit = tuned.read_ahead_for_device(units, name, blockdev.tuned_properties(root, name))
         if hit and hit['readahead'] and tuned.disk_plugin_covers(
                 info['type'], version=version, parent_subsystem=tuned.device_parent_subsystem(root, name)):
             facts['read_ahead'][name] = {'instance': hit['instance'], 'profile': hit['profile'],
@@ -427,6 +442,8 @@ def check_intent(module, root, facts):
     """Resolve and validate the intent; fail, having changed nothing, on any error."""
     intent = module.params['intent'] = compliance.normalise_intent(module.params['intent'])
     plan = resolve_intent(root, intent, facts['paths'])
+    intent, plan['read_ahead_default'] = compliance.with_default(intent, plan['page_kb'])
+    module.params['intent'] = intent
     extra_errors = []
     if compliance.is_auto(intent) and intent.get('sweep_record') and intent.get('state', 'present') == 'present':
         data, damage = runstate.read_checked(files.root_path(root, intent['sweep_record']), intent['sweep_record'])
@@ -487,6 +504,9 @@ def gather(module, root):
                 'method': 'none', 'reason': 'unreadable', 'tools': {}}
     tuned_info, version = guarded(errors, 'tuned', ({'version': None, 'error': 'unreadable'}, None),
                                   tuned_facts, module, root, devices)
+    for name, info in devices.items():
+        info['set_by'] = kernel_readahead.set_by(info['read_ahead_kb'], info.get('kernel_default'), info.get('queue'),
+                                                 tuned_info.get('read_ahead', {}).get(name), info.get('rule'))
     conflicts = guarded(errors, 'udev rules', [], udev_rules.competing_rules, root)
     rc_local = guarded(errors, 'rc.local', [], udev_rules.rc_local_setra, root)
     facts = {
@@ -502,7 +522,7 @@ def gather(module, root):
                'family': boot['family'], 'efi': boot['efi'], 'bls': boot['bls'],
                'boot_method': boot['method'], 'boot_reason': boot['reason'],
                'grubby': bool(boot['tools'].get('grubby')), 'tuned_version': tuned_info.get('version'),
-               'python': sys.executable},
+               'python': sys.executable, 'kernel_release': kernel_readahead.kernel_release(root)},
         'errors': errors,
     }
     return facts

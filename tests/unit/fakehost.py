@@ -79,10 +79,12 @@ OS_RELEASE = {
 
 # Stand-ins for the stock tuned profiles, reduced to the keys the tests look at (the upstream
 # files, abridged and by tuned version, are in fixtures/tuned): throughput-performance raises
-# read-ahead to 4096 KiB and sets THP itself; virtual-guest includes it.
+# read-ahead to 4096 KiB; virtual-guest includes it. Neither sets THP on x86_64: upstream removed
+# throughput-performance's [vm] transparent_hugepages=always in v2.5.0
+# (profiles/throughput-performance/tuned.conf at v2.4.1 and v2.5.0); later releases set it for aarch64
+# ThunderX only ([vm.thunderx]).
 THROUGHPUT_PERFORMANCE = ('[main]\nsummary=Broadly applicable tuning for throughput (test fixture)\n\n'
-                          '[cpu]\ngovernor=performance\n\n[disk]\nreadahead=>4096\n\n'
-                          '[vm]\ntransparent_hugepages=always\n')
+                          '[cpu]\ngovernor=performance\n\n[disk]\nreadahead=>4096\n')
 VIRTUAL_GUEST = ('[main]\nsummary=Tuning for virtual guests (test fixture)\ninclude=throughput-performance\n\n'
                  '[sysctl]\nvm.swappiness = 30\n')
 STOCK_PROFILES = {'throughput-performance': THROUGHPUT_PERFORMANCE, 'virtual-guest': VIRTUAL_GUEST}
@@ -137,6 +139,27 @@ class FakeHost(object):
         self.thp_stuck = {}
         self.write('/proc/self/mountinfo', '')
 
+    def use_page_kb(self, monkeypatch, kb):
+        """A kernel with ``kb`` KiB pages (64 on RHEL 9's aarch64 kernel-64k and RHEL 8 on aarch64): what every
+        page-size check of the collection sees (compliance.page_kb_of, the one page-size function)."""
+        from ansible_collections.aemops.os_tuning.plugins.module_utils import compliance
+        monkeypatch.setattr(compliance, 'page_kb_of', lambda sysconf=None: kb)
+        return self
+
+    def set_kernel(self, release):
+        """The running kernel's release, as in /proc/sys/kernel/osrelease (``uname -r``)."""
+        self.write('/proc/sys/kernel/osrelease', release + '\n')
+        return self
+
+    def set_queue(self, name, optimal_io_size=0, rotational=0, max_sectors_kb=1280):
+        """A device's queue limits in sysfs: ``optimal_io_size`` in bytes (virtio-blk's opt_io_size, NVMe's NOWS,
+        SCSI's OPTIMAL TRANSFER LENGTH), ``rotational`` and ``max_sectors_kb``."""
+        queue = self._devdir(name) + '/queue/'
+        self.write(queue + 'optimal_io_size', '%d\n' % optimal_io_size)
+        self.write(queue + 'rotational', '%d\n' % rotational)
+        self.write(queue + 'max_sectors_kb', '%d\n' % max_sectors_kb)
+        return self
+
     # -- generic helpers -------------------------------------------------------------------
     def path(self, target):
         return os.path.join(self.root, target.lstrip('/'))
@@ -176,6 +199,11 @@ class FakeHost(object):
         if whole:
             self.symlink('/sys/block/%s' % name, os.path.relpath(devdir, '/sys/block'))
         self.write(devdir + '/dev', majmin + '\n')
+        # The kernel's uevent file (block/genhd.c disk_uevent, block/partitions/core.c part_uevent); the udev
+        # database (self.udev) holds only what the rules added, never these keys.
+        major, minor = majmin.split(':')
+        self.write(devdir + '/uevent', 'MAJOR=%s\nMINOR=%s\nDEVNAME=%s\nDEVTYPE=%s\n'
+                   % (major, minor, name, 'disk' if whole else 'partition'))
         self.mkdir(devdir + '/holders')
         self.mkdir(devdir + '/slaves')
 
@@ -193,7 +221,7 @@ class FakeHost(object):
         for attr, value in (attrs or {}).items():
             self.write('%s/%s' % (devdir, attr), value)
         if udev is not None or links:
-            self.udev(majmin, dict({'DEVTYPE': 'disk'}, **(udev or {})), links)
+            self.udev(majmin, dict(udev or {}), links)
         return devdir
 
     def add_nvme(self, name, majmin, serial, model='Amazon Elastic Block Store', read_ahead_kb=128, udev=True):
@@ -207,7 +235,7 @@ class FakeHost(object):
         self.write(devdir + '/removable', '0\n')
         if udev:
             ident = '%s_%s' % (model, serial)
-            self.udev(majmin, {'DEVTYPE': 'disk', 'ID_MODEL': model, 'ID_SERIAL': ident, 'ID_SERIAL_SHORT': serial},
+            self.udev(majmin, {'ID_MODEL': model, 'ID_SERIAL': ident, 'ID_SERIAL_SHORT': serial},
                       ['disk/by-id/nvme-%s' % ident.replace(' ', '_')])
         return devdir
 
@@ -218,7 +246,7 @@ class FakeHost(object):
         self._register(name, devdir, majmin, whole=False)
         self.write(devdir + '/partition', '%d\n' % number)
         if udev is not None:
-            self.udev(majmin, dict({'DEVTYPE': 'partition'}, **udev))
+            self.udev(majmin, dict(udev))
         return devdir
 
     def _link_stack(self, name, below):
@@ -238,7 +266,7 @@ class FakeHost(object):
         self.write(devdir + '/dm/name', dm_name + '\n')
         self.write(devdir + '/dm/uuid', dm_uuid + '\n')
         self._link_stack(name, slaves)
-        props = {'DEVTYPE': 'disk', 'DM_NAME': dm_name, 'DM_UUID': dm_uuid}
+        props = {'DM_NAME': dm_name, 'DM_UUID': dm_uuid}
         props.update(udev or {})
         self.udev(majmin, props, ['mapper/%s' % dm_name])
         return devdir
@@ -255,7 +283,7 @@ class FakeHost(object):
         self.write(devdir + '/queue/read_ahead_kb', '%d\n' % read_ahead_kb)
         self.write(devdir + '/md/level', 'raid1\n')
         self._link_stack(name, slaves)
-        self.udev(majmin, {'DEVTYPE': 'disk', 'MD_UUID': md_uuid, 'MD_LEVEL': 'raid1'})
+        self.udev(majmin, {'MD_UUID': md_uuid, 'MD_LEVEL': 'raid1'})
         return devdir
 
     def add_loop(self, name, majmin, backing_file, read_ahead_kb=128):
@@ -792,9 +820,10 @@ class FakeTools(object):
         self.installed.difference_update(names)
         return self
 
-    def add_lv(self, vg_lv, dm, read_ahead='auto'):
-        """An LV ``vg/lv`` on device ``dm`` whose LVM read-ahead is ``read_ahead`` (sectors or 'auto')."""
-        self.lvm[vg_lv] = {'read_ahead': read_ahead, 'dm': dm}
+    def add_lv(self, vg_lv, dm, read_ahead='auto', stripe_kb=None):
+        """An LV ``vg/lv`` on device ``dm`` whose LVM read-ahead is ``read_ahead`` (sectors or 'auto'); ``stripe_kb``
+        for a striped LV (stripe size x stripes)."""
+        self.lvm[vg_lv] = {'read_ahead': read_ahead, 'dm': dm, 'stripe_kb': stripe_kb}
         return self
 
     def boot_tools(self, version):
@@ -860,14 +889,39 @@ class FakeTools(object):
         return 0, '  %s\n' % self.lvm[args[-1]]['read_ahead'], ''
 
     def _lvchange(self, args):
+        """``lvchange --readahead auto|SECTORS VG/LV`` on an active LV, as lvm2 2.03 does it (tools/lvchange.c
+        _lvchange_readahead, then a reload; lib/activate/dev_manager.c and lib/metadata/metadata.c
+        lv_calculate_readahead; libdm _set_dev_node_read_ahead, at v2_03_14): a number is set as given; ``auto``
+        is twice the stripe size (``stripe_kb`` of add_lv), or for a linear LV the read-ahead of its first PV,
+        applied as a minimum (a larger current value is kept). The same value again fails, as in lvm2."""
         if len(args) != 3 or args[0] != '--readahead' or args[2] not in self.lvm:
             return 3, '', 'fake lvchange: only --readahead VALUE VG/LV\n'
         lv = self.lvm[args[2]]
-        lv['read_ahead'] = args[1] if args[1] == 'auto' else int(args[1])
-        # LVM applies the value to the active LV at once; "auto" gives the kernel's default.
-        kb = 128 if args[1] == 'auto' else int(args[1]) // 2
-        self.host.write(self.host._devdir(lv['dm']) + '/queue/read_ahead_kb', '%d\n' % kb)
+        wanted = args[1] if args[1] == 'auto' else int(args[1])
+        if lv['read_ahead'] == wanted:
+            return 5, '', '  Read ahead is already %s for %s.\n' % (wanted, args[2])
+        lv['read_ahead'] = wanted
+        node = self.host._devdir(lv['dm']) + '/queue/read_ahead_kb'
+        if wanted == 'auto':
+            kb = 2 * lv['stripe_kb'] if lv.get('stripe_kb') else self._first_pv_read_ahead_kb(lv['dm'])
+            kb = max(kb, int(self.host.read(node)))
+        else:
+            kb = wanted // 2
+        self.host.write(node, '%d\n' % kb)
         return 0, '  Logical volume %s changed.\n' % args[2], ''
+
+    def _first_pv_read_ahead_kb(self, dm):
+        """The read-ahead of the LV's first PV (a partition reads its disk's), 0 when it has none."""
+        slaves_dir = self.host.path(self.host._devdir(dm) + '/slaves')
+        pvs = sorted(os.listdir(slaves_dir)) if os.path.isdir(slaves_dir) else []
+        if not pvs:
+            return 0
+        devdir = self.host.path(self.host._devdir(pvs[0]))
+        for candidate in (devdir, os.path.dirname(devdir)):
+            if os.path.isfile(os.path.join(candidate, 'queue', 'read_ahead_kb')):
+                with open(os.path.join(candidate, 'queue', 'read_ahead_kb')) as f:
+                    return int(f.read())
+        return 0
 
     def _udevadm(self, args):
         return 0, '', ''

@@ -243,7 +243,7 @@ def test_unbound_loop_device_has_no_stable_id(host):
 # NVMe and stable ids of disks
 
 def test_nvme_stable_id_is_the_controller_serial_even_with_udev_id_serial(nitro):
-    # ID_SERIAL's format differs between systemd releases (252 appends "_1"); the serial does not.
+    # ID_SERIAL's format differs between systemd releases (v254 appends "_1", PR #26814); the serial does not.
     assert blockdev.device_type(nitro.root, 'nvme1n1') == 'nvme'
     assert blockdev.stable_id(nitro.root, 'nvme1n1') == {
         'key': 'ATTRS{serial}', 'value': EBS_SERIAL, 'serial': EBS_SERIAL}
@@ -280,6 +280,15 @@ def test_nvme_udev_without_serial_short_uses_controller_serial(host):
     assert blockdev.tuned_identity(host.root, 'nvme3n1') == ('ID_SERIAL', 'Amazon Elastic Block Store_vol0def')
 
 
+def test_nvme_without_a_serial_file_uses_the_next_identity(host):
+    # udev matches ATTRS{serial} against sysfs files only (systemd src/udev/udev-rules.c, ATTRS walks the parents'
+    # attributes): with no controller serial file, a rule ATTRS{serial}=="<ID_SERIAL_SHORT>" can never match.
+    host.add_nvme('nvme3n1', '259:6', 'vol0def')
+    os.unlink(host.path(host._devdir('nvme3n1') + '/device/serial'))
+    assert blockdev.stable_id(host.root, 'nvme3n1') == {
+        'key': 'ENV{ID_SERIAL}', 'value': 'Amazon Elastic Block Store_vol0def', 'serial': 'vol0def'}
+
+
 def test_disk_stable_id_from_id_serial(host):
     host.add_disk('sdb', '8:16', udev={'ID_SERIAL': 'QEMU_HARDDISK_QM00002', 'ID_SERIAL_SHORT': 'QM00002'})
     assert blockdev.stable_id(host.root, 'sdb') == {
@@ -305,8 +314,18 @@ def test_disk_without_udev_or_serial_has_no_stable_id(host):
 def test_udev_db_properties_and_links(nitro):
     props, links = blockdev.udev_db(nitro.root, 'nvme1n1')
     assert props['ID_SERIAL_SHORT'] == EBS_SERIAL
-    assert props['DEVTYPE'] == 'disk'
+    assert 'DEVTYPE' not in props  # a uevent value: not in the database (see tuned_properties)
     assert links == ['disk/by-id/nvme-Amazon_Elastic_Block_Store_vol0123456789abcdef0']
+
+
+def test_tuned_properties_are_the_uevent_values_and_the_database(nitro):
+    # pyudev's Device.properties, which tuned's devices_udev_regex is searched in
+    # (tuned/hardware/device_matcher_udev.py at v2.16.0 and later: sorted KEY=value lines).
+    assert blockdev.tuned_properties(nitro.root, 'nvme1n1') == {
+        'DEVPATH': '/devices/pci0000:00/0000:00:1f.0/nvme/nvme1/nvme1n1', 'SUBSYSTEM': 'block',
+        'MAJOR': '259', 'MINOR': '2', 'DEVNAME': '/dev/nvme1n1', 'DEVTYPE': 'disk',
+        'ID_MODEL': 'Amazon Elastic Block Store', 'ID_SERIAL': 'Amazon Elastic Block Store_vol0123456789abcdef0',
+        'ID_SERIAL_SHORT': EBS_SERIAL}
 
 
 def test_udev_db_value_may_contain_equals_sign(host):
@@ -723,9 +742,9 @@ def add_xen_vbd(host, name='xvda', majmin='202:0', vdev=51712, udev_props=None):
     host.mkdir('/sys/bus/xen/drivers/vbd')
     host.symlink(parent + '/subsystem', '../../bus/xen')
     host.symlink(parent + '/driver', '../../bus/xen/drivers/vbd')
-    devdir = host.add_disk(name, majmin, read_ahead_kb=128, parent=parent,
-                           udev=dict({'DEVNAME': '/dev/%s' % name, 'MAJOR': majmin.split(':')[0],
-                                      'MINOR': majmin.split(':')[1], 'SUBSYSTEM': 'block'}, **(udev_props or {})))
+    # The udev database holds what the rules added (nothing here); DEVNAME, MAJOR, MINOR and SUBSYSTEM come from
+    # the kernel's uevent (the fake host's uevent file), as pyudev reads them.
+    devdir = host.add_disk(name, majmin, read_ahead_kb=128, parent=parent, udev=dict(udev_props or {}))
     host.symlink(devdir + '/device', '../../../vbd-%d' % vdev)
     return devdir
 

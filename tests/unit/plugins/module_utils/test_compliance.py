@@ -224,6 +224,29 @@ def test_page_size_comes_from_the_host():
         'aem_tuning_read_ahead_kb=32 is not a multiple of the page size (64 KiB)')
 
 
+@pytest.mark.parametrize('page_kb, kb, why', [
+    (4, 32, '32 KiB: the default'),
+    (16, 32, '32 KiB: the default'),
+    (64, 64, '64 KiB: the page size of this kernel (the default 32 KiB is less than one page)'),
+])
+def test_the_default_read_ahead_is_32_or_the_page_size(page_kb, kb, why):
+    assert compliance.default_read_ahead(page_kb) == {'kb': kb, 'why': why}
+    intent, chosen = compliance.with_default(dict(INTENT, read_ahead_kb=None), page_kb)
+    assert intent['read_ahead_kb'] == kb and chosen == {'kb': kb, 'why': why}
+    assert compliance.validate(compliant(), intent, resolved(page_kb=page_kb)) == [] or kb != 32
+
+
+def test_a_given_read_ahead_is_kept_and_still_checked_against_the_page():
+    intent, chosen = compliance.with_default(dict(INTENT, read_ahead_kb=32), 64)
+    assert (intent['read_ahead_kb'], chosen) == (32, None)
+    assert compliance.with_default(dict(INTENT, read_ahead_kb='auto'), 64) == (dict(INTENT, read_ahead_kb='auto'), None)
+
+
+@pytest.mark.parametrize('text', ['', 'None', ' none '])
+def test_none_as_ansible_core_2_16_renders_it_is_not_given(text):
+    assert compliance.normalise_intent({'read_ahead_kb': text})['read_ahead_kb'] is None
+
+
 def test_normalise_takes_ascii_digits_only():
     assert compliance.normalise_intent({'read_ahead_kb': '32'})['read_ahead_kb'] == 32
     assert compliance.normalise_intent({'read_ahead_kb': u'\u0663\u0662'})['read_ahead_kb'] == u'\u0663\u0662'
@@ -330,7 +353,9 @@ VERIFY_LOG_2_20 = (
     "2026-12-01 11:00:00,002 ERROR    tuned.plugins.base: verify: failed: device dm-1: 'readahead' = '32', "
     "expected '4096'\n")
 # tuned v2.11.0 tuned/consts.py: the same message without quotes.
-VERIFY_LOG_2_11 = (
+# The device line unquoted, as tuned v2.5.0 and v2.6.0 log it (tuned/consts.py at those tags; v2.7.0 and later,
+# 2.11 on RHEL 7 included, quote every value).
+VERIFY_LOG_UNQUOTED = (
     "2026-12-01 11:00:00,000 INFO     tuned.daemon.daemon: verifying profile(s): aemops-os-tuning\n"
     "2026-12-01 11:00:00,002 ERROR    tuned.plugins.base: verify: failed: 'vm.swappiness' = '60', expected '30'\n"
     "2026-12-01 11:00:00,003 ERROR    tuned.plugins.base: verify: failed: device xvdb: readahead = 256, "
@@ -343,8 +368,8 @@ def test_parse_verify_reads_only_the_last_verify():
     assert result['failures'] == [{'device': 'dm-1', 'option': 'readahead', 'current': '32', 'expected': '4096'}]
 
 
-def test_parse_verify_reads_the_unquoted_2_11_format():
-    result = compliance.parse_verify(1, '', '', VERIFY_LOG_2_11)
+def test_parse_verify_reads_the_unquoted_2_6_format_too():
+    result = compliance.parse_verify(1, '', '', VERIFY_LOG_UNQUOTED)
     assert result['failures'] == [
         {'device': None, 'option': 'vm.swappiness', 'current': '60', 'expected': '30'},
         {'device': 'xvdb', 'option': 'readahead', 'current': '256', 'expected': '8192'}]
@@ -418,7 +443,12 @@ def test_other_words_are_still_refused_and_the_error_mentions_auto():
     ({'duration': 200}, 'more than the sweep\'s 900 s limit'),
     ({'values': [4096, 32], 'size_mb': 8}, 'aem_tuning_sweep_size_mb=8: give MiB of scratch file, at least 16'),
     ({'tolerance_pct': 100}, 'aem_tuning_sweep_tolerance_pct=100'),
-    ({'volume_type': 'st1'}, "aem_tuning_volume_type='st1'"),
+    ({'volume_type': 'standard'}, "aem_tuning_volume_type='standard'"),
+    ({'volume_type': 'gp3', 'iops': 80001},
+     'aem_tuning_volume_iops=80001 is outside what an EBS gp3 volume can have (3,000 to 80,000 IOPS): give a value '
+     'in that range, or aem_tuning_volume_type=custom for an emulated or other device.'),
+    ({'volume_type': 'io2', 'iops': 1000, 'throughput_mibps': 4001.0},
+     'aem_tuning_volume_throughput_mibps=4001.0 is outside what an EBS io2 volume can have (at most 4,000 MiB/s)'),
     ({'volume_type': 'io2'}, 'aem_tuning_volume_type=io2 is provisioned: give aem_tuning_volume_iops'),
     ({'volume_type': 'custom', 'iops': 5000}, 'custom needs aem_tuning_volume_iops and'),
     ({'volume_type': 'gp2'}, 'give aem_tuning_volume_size_gb'),
@@ -434,11 +464,16 @@ def test_the_volume_rules_agree_with_the_sweep_module():
     from ansible_collections.aemops.os_tuning.plugins.module_utils import sweep
     for knobs in ({'volume_type': 'gp3'}, {'volume_type': 'gp2', 'volume_size_gb': 500},
                   {'volume_type': 'io1', 'iops': 8000}, {'volume_type': 'io2', 'iops': 16000},
-                  {'volume_type': 'custom', 'iops': 3000, 'throughput_mibps': 125.0}):
+                  {'volume_type': 'custom', 'iops': 3000, 'throughput_mibps': 125.0},
+                  {'volume_type': 'gp3', 'iops': 80000, 'throughput_mibps': 2000.0},
+                  {'volume_type': 'io2', 'iops': 256000, 'throughput_mibps': 4000.0},
+                  {'volume_type': 'st1'}, {'volume_type': 'sc1', 'volume_size_gb': 500}):
         assert compliance.validate(compliant(), auto_intent(**knobs), resolved()) == []
         sweep.volume_caps(knobs['volume_type'], knobs.get('volume_size_gb'), knobs.get('iops'),
                           knobs.get('throughput_mibps'))  # does not raise either
-    for knobs in ({'volume_type': 'gp2'}, {'volume_type': 'io1'}, {'volume_type': 'custom', 'iops': 1}):
+    for knobs in ({'volume_type': 'gp2'}, {'volume_type': 'io1'}, {'volume_type': 'custom', 'iops': 1},
+                  {'volume_type': 'gp3', 'iops': 80001}, {'volume_type': 'io2', 'iops': 256001},
+                  {'volume_type': 'st1', 'throughput_mibps': 501.0}):
         assert compliance.validate(compliant(), auto_intent(**knobs), resolved())
         with pytest.raises(sweep.SweepError):
             sweep.volume_caps(knobs['volume_type'], knobs.get('volume_size_gb'), knobs.get('iops'),

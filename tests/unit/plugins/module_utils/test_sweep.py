@@ -192,7 +192,14 @@ def scratch_files(host):
     (('io1', None, 20000), 20000, 1000.0),
     (('io2', None, 64000, 2000), 64000, 2000.0),
     (('io2', None, 16000), 16000, 4000.0),
+    (('gp3', None, 80000, 2000), 80000, 2000.0),     # the ModifyVolume maximums
+    (('io2', None, 256000, 4000), 256000, 4000.0),   # io2 Block Express
+    (('st1',), 500, 500.0),                          # the type's maximum
+    (('st1', 1024), 500, 250.0),                     # 250 MiB/s per TiB burst
+    (('st1', 4096), 500, 500.0),                     # 1,000 capped at 500
+    (('sc1', 2048), 250, 160.0),                     # 80 MiB/s per TiB
     (('custom', None, 1000, 250), 1000, 250.0),
+    (('custom', None, 900000, 9000), 900000, 9000.0),  # custom takes what the device has
 ])
 def test_volume_caps(args, iops, mib_s):
     caps = sweep.volume_caps(*args)
@@ -204,8 +211,18 @@ def test_volume_caps(args, iops, mib_s):
     (('io1',), 'give its iops'),
     (('io2',), 'give its iops'),
     (('custom', None, 1000), 'needs both iops and throughput_mibps'),
-    (('st1',), 'volume_type=st1'),
+    (('standard',), 'volume_type=standard: use one of gp2, gp3, io1, io2, st1, sc1 or custom'),
     (('gp3', None, -5), 'iops=-5'),
+    (('gp3', None, 80001), 'iops=80001 is outside what an EBS gp3 volume can have (3,000 to 80,000 IOPS)'),
+    (('gp3', None, 2999), 'iops=2999 is outside what an EBS gp3 volume can have (3,000 to 80,000 IOPS)'),
+    (('gp3', None, None, 2001), '(125 to 2,000 MiB/s): give a value in that range, or volume_type=custom for an '
+                                'emulated or other device'),
+    (('io1', None, 64001), 'io1 volume can have (100 to 64,000 IOPS)'),
+    (('io2', None, 256001), 'io2 volume can have (100 to 256,000 IOPS)'),
+    (('io2', None, 1000, 4001), 'io2 volume can have (at most 4,000 MiB/s)'),
+    (('gp2', 100, 16001), 'gp2 volume can have (100 to 16,000 IOPS)'),
+    (('st1', None, 501), 'st1 volume can have (at most 500 IOPS)'),
+    (('sc1', None, None, 251), 'sc1 volume can have (at most 250 MiB/s)'),
 ])
 def test_volume_caps_errors(args, words):
     with pytest.raises(sweep.SweepError) as exc:
@@ -340,6 +357,14 @@ def test_plan_rejects_bad_arguments(host, kwargs, words):
         make_plan(host, **kwargs)
     assert words in str(exc.value)
     assert tree_checksum(host.root) == before
+
+
+def test_on_a_64k_page_host_values_below_a_page_are_refused_naming_it(host, monkeypatch):
+    host.use_page_kb(monkeypatch, 64)
+    with pytest.raises(probe.ProbeError) as exc:
+        make_plan(host, values=[256, 64, 32])
+    assert 'sweep value 32: read_ahead_kb values must be multiples of the 64 KiB page size' in str(exc.value)
+    assert make_plan(host, values=[256, 128, 64])
 
 
 def test_plan_refuses_a_read_only_sys(host, monkeypatch):

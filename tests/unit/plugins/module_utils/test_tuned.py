@@ -215,6 +215,28 @@ def test_load_chain_missing_include(host):
     assert '/etc/tuned' in str(info.value)
 
 
+@pytest.mark.parametrize('version', [(2, 17, 0), (2, 25, 1), None])
+def test_a_conditional_include_loads_when_found_and_is_skipped_when_not(host, version):
+    # tuned/profiles/locator.py v2.17.0 get_config (commit 2cc251c): "-name" is loaded when a profile of that name
+    # exists, and otherwise returns "", which the loader skips.
+    write_profile(host, 'child', '[main]\ninclude=-no-such-profile\n[disk]\nreadahead=32\n', '/etc/tuned')
+    assert [p['name'] for p in tuned.load_chain(host.root, 'child', version)] == ['child']
+    write_profile(host, 'child2', '[main]\ninclude=-throughput-performance\n[disk]\nreadahead=32\n', '/etc/tuned')
+    chain = tuned.load_chain(host.root, 'child2', version)
+    assert [(p['name'], p['path']) for p in chain] == [
+        ('-throughput-performance', '/usr/lib/tuned/throughput-performance/tuned.conf'),
+        ('child2', '/etc/tuned/child2/tuned.conf')]
+
+
+@pytest.mark.parametrize('version', [(2, 11, 0), (2, 16, 0)])
+def test_a_conditional_include_before_2_17_is_a_missing_profile(host, version):
+    # tuned/profiles/locator.py v2.16.0 has no conditional loading: "-name" is a name no profile has.
+    write_profile(host, 'child', '[main]\ninclude=-throughput-performance\n', '/etc/tuned')
+    with pytest.raises(tuned.TunedProfileError) as info:
+        tuned.load_chain(host.root, 'child', version)
+    assert 'tuned profile -throughput-performance was not found' in str(info.value)
+
+
 def test_load_chain_malformed_profile_names_the_file(host):
     write_profile(host, 'broken', '[main]\ninclude=virtual-guest\n[disk]\nreadahead\n', '/etc/tuned')
     with pytest.raises(tuned.TunedProfileError) as info:
@@ -225,6 +247,20 @@ def test_load_chain_malformed_profile_names_the_file(host):
 def test_load_chain_skips_variable_includes(host):
     write_profile(host, 'cond', '[main]\ninclude=${f:virt_check:virtual-guest:throughput-performance}\n')
     assert [p['name'] for p in tuned.load_chain(host.root, 'cond')] == ['cond']
+
+
+def test_a_function_include_is_reported_as_not_evaluated(host):
+    # Stock openshift (profiles/openshift/tuned.conf at v2.25.1) includes ${f:virt_check:virtual-guest:throughput-
+    # performance}; tuned/profiles/functions/function_virt_check.py runs virt-what on the host to choose.
+    write_profile(host, 'openshift', '[main]\ninclude=${f:virt_check:virtual-guest:throughput-performance}\n')
+    chain = tuned.load_chain(host.root, 'openshift')
+    assert chain[-1]['not_evaluated'] == ['${f:virt_check:virtual-guest:throughput-performance}']
+    assert tuned.not_evaluated(chain) == [
+        'tuned profile openshift (/usr/lib/tuned/openshift/tuned.conf) includes '
+        '${f:virt_check:virtual-guest:throughput-performance}, which tuned evaluates on the host and this collection '
+        'does not: the [disk] instances of the profile it names are not seen, so not narrowed. Name the profile in '
+        'include= instead, or check the devices\' read-ahead after tuned applies it.']
+    assert tuned.not_evaluated(tuned.load_chain(host.root, 'virtual-guest')) == []
 
 
 def test_load_chain_too_deep(host):
@@ -1339,3 +1375,13 @@ def test_conflict_warnings_name_only_what_another_profile_wins():
         "tuned profile throughput-performance [vm.thunderx] transparent_hugepages=never wins over the collection's "
         "madvise (where cpuinfo_regex=x): change or remove it there, or stop loading it after aemops-os-tuning."]
     assert tuned.conflict_warnings(None) == []
+
+
+def test_the_stand_in_throughput_performance_sets_only_what_upstream_sets_on_x86_64():
+    # tuned v2.5.0 removed [vm] transparent_hugepages=always from profiles/throughput-performance/tuned.conf
+    # (present at v2.4.1); v2.11.0 (RHEL 7) has no [vm], later releases set THP for aarch64 ThunderX only.
+    import fakehost
+    sections = re.findall(r'^\[([^\]]+)\]', fakehost.THROUGHPUT_PERFORMANCE, re.M)
+    upstream = re.findall(r'^\[([^\]]+)\]', fixture('tuned/stock-2.11.0/throughput-performance/tuned.conf'), re.M)
+    assert set(sections) <= set(upstream), sections
+    assert 'transparent_hugepage' not in fakehost.THROUGHPUT_PERFORMANCE

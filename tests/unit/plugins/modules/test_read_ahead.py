@@ -23,7 +23,7 @@ import pytest
 from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files, runstate, tuned, udev_rules
 from ansible_collections.aemops.os_tuning.plugins.modules import read_ahead
 from ansible_collections.aemops.os_tuning.tests.unit.utils import Env
-from fakehost import deny_run_dir, nitro_host, nitro_tools, tree_checksum
+from fakehost import STOCK_PROFILES, deny_run_dir, nitro_host, nitro_tools, tree_checksum
 
 RULES = udev_rules.RULES_FILE
 LV_UUID = 'LVM-' + 'x' * 64
@@ -125,6 +125,56 @@ def test_set_on_path_tunes_the_lv_and_persists(env):
     assert dev['lvm'] == {'vg': 'vg_aem', 'lv': 'lv_repo', 'before': 'auto', 'after': 64}
     # No udevd in this fake host (/run/udev/control is absent): udevadm would fail, so it is not run.
     assert not env.tools.ran('udevadm')
+
+
+def test_a_64k_page_host_is_tuned_to_64_and_refuses_32_naming_the_page_size(env, monkeypatch):
+    # RHEL 9 aarch64 kernel-64k: the kernel keeps read-ahead in 64 KiB pages.
+    env.host.use_page_kb(monkeypatch, 64)
+    before = tree_checksum(env.root)
+    result = env.fail({'paths': [REPO], 'read_ahead_kb': 32})
+    assert ('read_ahead_kb=32 is not a multiple of the page size (64 KiB): the kernel keeps read-ahead in pages and '
+            'would store 0. Use a multiple of 64.') in result['msg']
+    assert tree_checksum(env.root) == before
+    result = env.run({'paths': [REPO], 'read_ahead_kb': 64})
+    assert (only_device(result)['after_kb'], env.ra('dm-0')) == (64, 64)
+    assert env.rules()[0] == {LV_MATCH: 64}
+
+
+# The fake lvchange, as lvm2 v2_03_14 behaves (tools/lvchange.c, lib/activate/dev_manager.c,
+# lib/metadata/metadata.c lv_calculate_readahead, libdm/libdm-common.c _set_dev_node_read_ahead).
+
+def test_fake_lvchange_auto_takes_the_first_pvs_read_ahead_as_a_minimum(env):
+    lvchange = env.tools.path('lvchange')
+    assert env.tools.run([lvchange, '--readahead', '64', 'vg_aem/lv_repo'])[0] == 0
+    assert env.ra('dm-0') == 32
+    # linear LV over nvme1n1 (4096 KiB): auto gives the PV's read-ahead, raised to, never lowered to
+    assert env.tools.run([lvchange, '--readahead', 'auto', 'vg_aem/lv_repo'])[0] == 0
+    assert env.ra('dm-0') == 4096
+    env.host.write(env.host._devdir('dm-0') + '/queue/read_ahead_kb', '8192\n')
+    env.tools.run([lvchange, '--readahead', '64', 'vg_aem/lv_repo'])
+    env.host.write(env.host._devdir('dm-0') + '/queue/read_ahead_kb', '8192\n')
+    assert env.tools.run([lvchange, '--readahead', 'auto', 'vg_aem/lv_repo'])[0] == 0
+    assert env.ra('dm-0') == 8192                           # a larger current value is kept (a minimum)
+    # lvm2 refuses the value the LV already has
+    assert env.tools.run([lvchange, '--readahead', 'auto', 'vg_aem/lv_repo']) == (
+        5, '', '  Read ahead is already auto for vg_aem/lv_repo.\n')
+
+
+def test_fake_lvchange_auto_on_a_striped_lv_is_twice_the_stripe(env):
+    env.tools.add_lv('vg_aem/lv_repo', 'dm-0', read_ahead=64, stripe_kb=1024)
+    env.host.write(env.host._devdir('dm-0') + '/queue/read_ahead_kb', '32\n')
+    assert env.tools.run([env.tools.path('lvchange'), '--readahead', 'auto', 'vg_aem/lv_repo'])[0] == 0
+    assert env.ra('dm-0') == 2048
+
+
+def test_an_active_profile_with_a_function_include_is_named_not_evaluated(env):
+    # Before, the include was skipped in silence and the profile's parents never seen.
+    env.host.add_tuned('openshift', running=True, profiles=dict(
+        STOCK_PROFILES, openshift='[main]\ninclude=${f:virt_check:virtual-guest:throughput-performance}\n'))
+    env.run({'paths': [REPO], 'read_ahead_kb': 32})
+    assert any(w.startswith('tuned profile openshift (/usr/lib/tuned/openshift/tuned.conf) includes '
+                            '${f:virt_check:virtual-guest:throughput-performance}, which tuned evaluates on the host')
+               for w in env.warnings), env.warnings
 
 
 def test_rules_file_mode_and_header(env):

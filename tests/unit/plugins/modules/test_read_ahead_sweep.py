@@ -141,6 +141,13 @@ def test_recover_call(host):
     ({'sweep': [64, 30]}, 'sweep value 30'),
     ({'volume_type': 'gp2'}, 'give volume_size_gb'),
     ({'volume_type': 'io2'}, 'give its iops'),
+    # EC2 ModifyVolume limits (plugins/module_utils/ebs.py): gp3 3,000-80,000 IOPS, 125-2,000 MiB/s
+    ({'volume_type': 'gp3', 'iops': 80001},
+     'iops=80001 is outside what an EBS gp3 volume can have (3,000 to 80,000 IOPS): give a value in that range, '
+     'or volume_type=custom'),
+    ({'volume_type': 'gp3', 'throughput_mibps': 2001.0}, 'gp3 volume can have (125 to 2,000 MiB/s)'),
+    ({'volume_type': 'io2', 'iops': 256001}, 'io2 volume can have (100 to 256,000 IOPS)'),
+    ({'volume_type': 'sc1', 'throughput_mibps': 300.0}, 'sc1 volume can have (at most 250 MiB/s)'),
     ({'timeout': 2}, 'timeout=2 s is shorter'),
     ({'timeline_interval': 2.0}, 'timeline_interval=2.0'),
     ({'path': '/tmp'}, 'no device read-ahead to measure'),
@@ -151,6 +158,13 @@ def test_errors(host, args, words):
     result = run_module(read_ahead_sweep.main, dict(SMALL, **args), failed=True)
     assert words in result['msg'] and result['changed'] is False
     assert tree_checksum(host.root) == before
+
+
+def test_the_current_gp3_and_io2_maximums_are_accepted(host, simulated):
+    result = run_module(read_ahead_sweep.main, dict(SMALL, volume_type='gp3', iops=80000, throughput_mibps=2000.0))
+    assert (result['caps']['iops'], result['caps']['mib_s']) == (80000, 2000.0)
+    result = run_module(read_ahead_sweep.main, dict(SMALL, volume_type='io2', iops=256000))
+    assert (result['caps']['iops'], result['caps']['mib_s']) == (256000, 4000.0)
 
 
 def test_busy_device_is_refused(host, simulated):

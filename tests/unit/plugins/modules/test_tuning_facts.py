@@ -201,6 +201,9 @@ def test_block_devices_of_the_nitro_host(nitro):
         'name': 'nvme1n1', 'path': '/dev/nvme1n1', 'type': 'nvme', 'majmin': '259:2', 'read_ahead_kb': 4096,
         'mount_points': [], 'holders': ['dm-0'], 'slaves': [], 'model': 'Amazon Elastic Block Store',
         'stable_id': {'key': 'ATTRS{serial}', 'value': NVME1_SERIAL, 'serial': NVME1_SERIAL}, 'rule': None,
+        # no kernel release and no queue limits on this fake host: no kernel rule; tuned's >4096 explains 4096
+        'queue': {'optimal_io_size': None, 'rotational': None, 'max_sectors_kb': None}, 'kernel_default': None,
+        'set_by': 'tuned throughput-performance [disk] readahead=>4096',
     }
     assert devices['nvme0n1']['stable_id'] == {'key': 'ATTRS{serial}', 'value': NVME0_SERIAL, 'serial': NVME0_SERIAL}
     assert devices['nvme0n1']['mount_points'] == ['/']
@@ -211,7 +214,52 @@ def test_block_devices_of_the_nitro_host(nitro):
         'stable_id': {'key': 'ENV{DM_UUID}', 'value': LV_UUID, 'serial': None},
         'dm_name': 'vg_aem-lv_repo', 'dm_uuid': LV_UUID,
         'lvm': {'vg': 'vg_aem', 'lv': 'lv_repo', 'read_ahead': 'auto'}, 'rule': None,
+        'queue': {'optimal_io_size': None, 'rotational': None, 'max_sectors_kb': None}, 'kernel_default': None,
+        'set_by': 'tuned throughput-performance [disk] readahead=>4096',
     }
+
+
+def test_a_disk_at_the_kernels_io_opt_default_is_named_as_set_by_the_kernel(env):
+    # A virtio disk with QEMU's opt_io_size=4194304 on RHEL 10's 6.12, no tuned: 2 x io_opt = 8192 KiB
+    # (block/blk-settings.c from v5.10; see module_utils/test_kernel_readahead.py).
+    env.host.set_kernel('6.12.0-55.el10.x86_64')
+    env.host.add_disk('vdb', '252:16', read_ahead_kb=8192)
+    env.host.set_queue('vdb', optimal_io_size=4194304, rotational=0, max_sectors_kb=1280)
+    env.host.add_disk('vdc', '252:32', read_ahead_kb=2560)
+    env.host.set_queue('vdc', optimal_io_size=0, rotational=1, max_sectors_kb=1280)
+    facts = env.facts()
+    vdb, vdc = facts['block_devices']['vdb'], facts['block_devices']['vdc']
+    assert facts['os']['kernel_release'] == '6.12.0-55.el10.x86_64'
+    assert vdb['queue'] == {'optimal_io_size': 4194304, 'rotational': False, 'max_sectors_kb': 1280}
+    assert vdb['kernel_default'] == {'kb': 8192, 'rule': 'kernel default: 2 x io_opt = 8192 KiB'}
+    assert vdb['set_by'] == 'kernel default: 2 x io_opt = 8192 KiB'
+    # 6.12 has no rotational rule: 2560 is not the kernel's 128, and nothing else explains it
+    assert vdc['kernel_default'] == {'kb': 128, 'rule': 'kernel default: 128 KiB'}
+    assert vdc['set_by'] is None
+    env.host.set_kernel('6.17.1')
+    assert env.facts()['block_devices']['vdc']['set_by'] == (
+        'rotational default, Linux >= 6.17: 2 x max_sectors_kb = 2560 KiB')
+
+
+def test_a_xen_vbd_taken_by_devpath_is_ours_although_the_udev_database_lacks_it(env):
+    # Xen-based EC2 on RHEL 7: the udev database of xvdb holds no identity at all (systemd 219), so the child profile
+    # selects it by DEVPATH, which tuned finds among pyudev's properties (the uevent values;
+    # tuned/hardware/device_matcher_udev.py). Before, the model searched the database only: the parent's [disk]
+    # seemed to take it (a false "tuned ... still applies", and audit's false "child profile not in effect").
+    from ansible_collections.aemops.os_tuning.tests.unit.plugins.module_utils.test_blockdev import add_xen_vbd
+    add_xen_vbd(env.host, 'xvdb', '202:16', 51728)
+    env.host.write('/sys/devices/vbd-51728/block/xvdb/queue/read_ahead_kb', '32\n')
+    env.with_tuned('virtual-guest %s' % tuned.CHILD_PROFILE)
+    devpath = 'DEVPATH=/devices/vbd-51728/block/xvdb'
+    env.host.write(CHILD, '[main]\nsummary=aemops\n\n[disk]\ntype=disk\n'
+                          'devices_udev_regex=\\A(?![\\s\\S]*^(?:%s)$)\n\n'
+                          '[aemops_read_ahead_32]\ntype=disk\ndevices_udev_regex=^(?:%s)$\nreadahead=32\n'
+                   % (devpath, devpath))
+    facts = env.facts()
+    assert facts['tuned']['read_ahead']['xvdb'] == {
+        'instance': 'aemops_read_ahead_32', 'profile': tuned.CHILD_PROFILE, 'setting': '32', 'kb': 32}
+    assert facts['block_devices']['xvdb']['set_by'] == 'tuned %s [aemops_read_ahead_32] readahead=32' % (
+        tuned.CHILD_PROFILE)
 
 
 def test_partitions_are_not_listed_as_devices(nitro):
@@ -302,9 +350,9 @@ def test_tuned_facts_of_the_nitro_host(nitro):
     assert facts['tuned'] == {
         'installed': True, 'running': True, 'version': '2.21.0', 'active_profiles': ['virtual-guest'],
         'profile_mode': 'auto', 'post_loaded_profile': None, 'child_profile': CHILD, 'error': None, 'no_profile': None,
-        'include_chain': ['throughput-performance', 'virtual-guest'], 'conflicts': [],
+        'include_chain': ['throughput-performance', 'virtual-guest'], 'conflicts': [], 'not_evaluated': [],
         'read_ahead': {'dm-0': TP_4096, 'nvme0n1': TP_4096, 'nvme1n1': TP_4096},
-        'thp': {'enabled': 'always', 'profile': 'throughput-performance', 'defrag': None},
+        'thp': None,  # throughput-performance sets no THP on x86_64 since tuned v2.5.0
     }
     assert facts['os']['tuned_version'] == '2.21.0'
     assert nitro.tools.ran('tuned-adm') == [['/usr/sbin/tuned-adm', '--version']]
@@ -632,11 +680,13 @@ def test_no_conflicts(nitro):
 
 def test_os_rhel8_with_bls(nitro):
     nitro.with_el8_bls('never')
+    nitro.host.set_kernel(EL8_KERNEL)
     facts = nitro.facts()
     os_facts = facts['os']
     reason = os_facts.pop('boot_reason')
     assert os_facts == {'id': 'rhel', 'version_id': '8.9', 'major': 8, 'family': 'el8', 'efi': False, 'bls': True,
-                        'boot_method': 'grubby', 'grubby': True, 'tuned_version': '2.21.0', 'python': sys.executable}
+                        'boot_method': 'grubby', 'grubby': True, 'tuned_version': '2.21.0', 'python': sys.executable,
+                        'kernel_release': EL8_KERNEL}
     assert 'BLS entries' in reason and 'grubby' in reason
     assert facts['thp']['configured_cmdline'] == {
         '/etc/default/grub': 'never', 'grubby:/boot/vmlinuz-%s' % EL8_KERNEL: 'never', 'kernelopts': 'never'}
@@ -686,7 +736,7 @@ def test_os_debian_without_grub(nitro):
         'id': 'debian', 'version_id': '12', 'major': 12, 'family': 'debian', 'efi': False, 'bls': False,
         'boot_method': 'none', 'boot_reason': 'the boot loader is not managed here: no /boot/grub/grub.cfg '
                                               '(direct kernel boot?)',
-        'grubby': False, 'tuned_version': '2.21.0', 'python': sys.executable}
+        'grubby': False, 'tuned_version': '2.21.0', 'python': sys.executable, 'kernel_release': None}
     assert facts['thp']['configured_cmdline'] is None
     assert facts['thp']['error'] is None
 

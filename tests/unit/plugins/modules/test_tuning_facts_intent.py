@@ -69,6 +69,27 @@ def test_a_refused_value_fails_before_the_snapshot_is_written(env, bad, text):
     assert tree_checksum(env.root) == before
 
 
+@pytest.mark.parametrize('page_kb, kb, why', [
+    (4, 32, '32 KiB: the default'),
+    (64, 64, '64 KiB: the page size of this kernel (the default 32 KiB is less than one page)'),
+])
+def test_no_read_ahead_given_is_32_or_the_page_size_with_the_reason(env, monkeypatch, page_kb, kb, why):
+    # The role's default (aem_tuning_read_ahead_kb not set) on x86_64 and on RHEL 9 aarch64 kernel-64k.
+    env.host.use_page_kb(monkeypatch, page_kb)
+    _result, facts = run({'intent': intent(read_ahead_kb=None), 'fail_on_invalid': False})
+    assert facts['plan']['page_kb'] == page_kb
+    assert facts['plan']['read_ahead_default'] == {'kb': kb, 'why': why}
+    assert facts['plan']['errors'] == []
+    assert 'dm-0 reads 4096 KiB, not %d: run the role in apply mode' % kb in [
+        m['message'] for m in facts['compliance']['misses']]
+
+
+def test_an_explicit_32_on_a_64k_page_host_is_refused_naming_the_page_size(env, monkeypatch):
+    env.host.use_page_kb(monkeypatch, 64)
+    result, _facts = run({'intent': intent(read_ahead_kb=32)}, failed=True)
+    assert 'aem_tuning_read_ahead_kb=32 is not a multiple of the page size (64 KiB)' in result['msg']
+
+
 def test_the_snapshot_is_written_once_and_records_the_directory_it_made(env):
     result, facts = run({'intent': intent(), 'snapshot': {'state': 'present'}})
     assert result['changed'] is True
