@@ -83,6 +83,7 @@ BOOT_ID = '/proc/sys/kernel/random/boot_id'
 # A random phase is throughput- or IOPS-bound when the device ran at this share of the cap.
 BOUND_SHARE = 0.9
 
+
 class SweepError(probe.ProbeError):
     """The sweep cannot run or failed. ``results`` holds what was measured, ``restored`` whether
     the original read-ahead is back."""
