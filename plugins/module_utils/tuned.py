@@ -1054,10 +1054,11 @@ def conflict_warnings(plan):
     runs no profile, the one line that says the child is not activated."""
     off = ['%s (%s); the settings persist through udev, LVM and the kernel command line.'
            % (NO_PROFILE, plan['not_activated'])] if (plan or {}).get('not_activated') else []
-    return off + ['tuned profile %s [%s] %s=%s wins over the collection\'s %s%s: change or remove it there, or stop '
-            'loading it after %s.' % (c['profile'], c['section'], c['option'], c['value'], c['ours'],
-                                      ' (where %s)' % c['condition'] if c.get('condition') else '', CHILD_PROFILE)
-            for c in (plan or {}).get('conflicts', []) if c.get('winner') != CHILD_PROFILE]
+    return off + ['tuned profile %s [%s] %s=%s wins over the collection\'s %s%s: change or remove it there, or '
+                  'stop loading it after %s.' % (c['profile'], c['section'], c['option'], c['value'], c['ours'],
+                                                 ' (where %s)' % c['condition'] if c.get('condition') else '',
+                                                 CHILD_PROFILE)
+                  for c in (plan or {}).get('conflicts', []) if c.get('winner') != CHILD_PROFILE]
 
 
 def apply_child(root, plan, run, tuned_adm, tuned_running, write, remove):

@@ -771,7 +771,7 @@ def test_invalid_or_foreign_state_is_reported_and_left_alone(host, kwargs, words
 
 
 @pytest.mark.parametrize('plant, words', [
-    (lambda path: os.mkfifo(path), 'is a FIFO (named pipe), not a regular file'),
+    (os.mkfifo, 'is a FIFO (named pipe), not a regular file'),
     (lambda path: os.symlink('/etc/passwd', path), 'is a symbolic link'),
     (lambda path: open(path, 'w').write('[' * 100000), 'nested too deeply'),
     (lambda path: open(path, 'w').write('[1]'), 'holds a JSON array, not object'),

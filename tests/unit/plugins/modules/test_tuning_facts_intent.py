@@ -146,7 +146,7 @@ def test_a_damaged_snapshot_is_reported_not_trusted(env):
 
 
 @pytest.mark.parametrize('plant, why', [
-    (lambda path: os.mkfifo(path), 'is a FIFO (named pipe), not a regular file'),
+    (os.mkfifo, 'is a FIFO (named pipe), not a regular file'),
     (lambda path: open(path, 'w').write('[' * 100000 + ']' * 100000), 'nested too deeply'),
     (lambda path: open(path, 'w').write('[1]'), 'holds a JSON array, not object'),
 ])
@@ -159,7 +159,7 @@ def test_a_hostile_snapshot_is_reported_and_kept(env, plant, why):
 
 
 @pytest.mark.parametrize('plant, why', [
-    (lambda path: os.mkfifo(path), 'is a FIFO (named pipe), not a regular file'),
+    (os.mkfifo, 'is a FIFO (named pipe), not a regular file'),
     (lambda path: open(path, 'w').write('{"a":' * 100000), 'nested too deeply'),
 ])
 def test_a_hostile_sweep_record_is_a_reason_not_a_traceback(env, plant, why):
