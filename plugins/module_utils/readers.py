@@ -509,8 +509,9 @@ class Syscalls(object):
         return self._syscall(SYS_PIDFD_GETFD, pidfd, fd, 0)
 
     def fadvise_normal(self, fd):
-        if hasattr(os, 'posix_fadvise'):
-            os.posix_fadvise(fd, 0, 0, POSIX_FADV_NORMAL)
+        native = getattr(os, 'posix_fadvise', None)  # Python 3.3 and later
+        if native is not None:
+            native(fd, 0, 0, POSIX_FADV_NORMAL)
             return
         c = self._ctypes
         func = getattr(self._libc, 'posix_fadvise64', None) or self._libc.posix_fadvise
@@ -624,9 +625,9 @@ def record_path(root):
 
 def read_boot_id(root):
     try:
-        return (_read(files.root_path(root, BOOT_ID)) or '').strip() or None
+        return (_read(files.root_path(root, BOOT_ID)) or '').strip()
     except (IOError, OSError):
-        return None
+        return ''
 
 
 def _valid_record(data):
@@ -734,3 +735,146 @@ def describe(entry, items=None, boot=None):
 def line(entry):
     """``pid 1234 (java, aem.service)``."""
     return 'pid %d (%s%s)' % (entry['pid'], entry['comm'], ', %s' % entry['unit'] if entry.get('unit') else '')
+
+
+# -- one run --------------------------------------------------------------------------------------
+
+def survey(root, kb_by_name, scope_by_name, changed=(), only=(), enabled=True, procfs=None):
+    """Scan, read the record, assess and plan for the governing devices ``kb_by_name`` ({name: KiB now}).
+
+    ``scope_by_name``: {name: None (whole device) or [path prefixes]}; ``changed``: the names whose
+    read-ahead this run changes. Nothing is changed here.
+    """
+    numbers = device_numbers(root, sorted(kb_by_name))
+    devices = dict((n, {'name': name, 'kb': kb_by_name[name]}) for n, name in numbers.items())
+    scope = dict((n, scope_by_name.get(name)) for n, name in numbers.items())
+    found = scan(procfs or root, numbers)
+    record, problem = read_record(root)
+    boot_id = read_boot_id(root)
+    valid = valid_devices(record, devices, boot_id, set(changed))
+    assessed = assess(found, devices, record, boot_id, changed)
+    return {'devices': devices, 'found': found, 'record': record, 'record_problem': problem, 'boot_id': boot_id,
+            'valid': valid, 'assessed': assessed, 'plan': plan_refresh(assessed, scope, only, enabled),
+            'only': list(only), 'enabled': enabled}
+
+
+def _limited_reason(surveyed):
+    if not surveyed['enabled']:
+        return 'refresh_readers=false: reported only'
+    return 'not named in refresh_only (%s)' % ', '.join(surveyed['only'])
+
+
+def _restart_reason(maps):
+    return ('maps %d file(s) whose descriptor it closed (as Lucene\'s MMapDirectory does): no descriptor to refresh, '
+            'so only a restart applies the new read-ahead' % len(maps))
+
+
+def outcome(surveyed, refreshed=None):
+    """What the module reports (``refreshed``: the result of :func:`refresh`, None in check mode, when
+    ``refreshed`` lists what a real run would refresh), and the items still stale per device number."""
+    plan = surveyed['plan']
+    out = {'refreshed': [], 'needs_restart': [], 'not_refreshed': [], 'unreadable': surveyed['found']['unreadable'],
+           'record': RECORD_PATH, 'record_problem': surveyed['record_problem'], 'refresh': surveyed['enabled']}
+    gone = set()
+    if refreshed is None:
+        out['refreshed'] = [describe(e, items) for e, items in plan['refresh']]
+    else:
+        for r in refreshed:
+            if r['refreshed']:
+                out['refreshed'].append(describe(r['entry'], r['refreshed']))
+            if r['failed']:
+                out['not_refreshed'].append(dict(describe(r['entry'], r['failed']), reason=r['reason']))
+            for item in r['refreshed'] + r['vanished']:
+                gone.add((r['entry']['pid'], r['entry']['start_ticks'], item['fd'], item['ino']))
+    for entry, items in plan['limited']:
+        out['not_refreshed'].append(dict(describe(entry, items), reason=_limited_reason(surveyed)))
+    for entry, maps in plan['restart']:
+        out['needs_restart'].append(dict(describe(entry, maps), reason=_restart_reason(maps)))
+    still = {}
+    for entry in surveyed['assessed']:
+        for item in entry['stale_fds']:
+            key = (entry['pid'], entry['start_ticks'], item['fd'], item['ino'])
+            if key not in gone:
+                still.setdefault(item['dev'], set()).add(key)
+        for item in entry['stale_maps']:
+            still.setdefault(item['dev'], set()).add((entry['pid'], entry['start_ticks'], MAPPING_ONLY, item['ino']))
+    return out, still
+
+
+def finish(root, surveyed, refreshed, write=None):
+    """After a real run: the report, and the record rewritten when it differs. A record that cannot be
+    written is a warning (the next run then refreshes again), never a failure. Returns (report, warnings)."""
+    report, still = outcome(surveyed, refreshed)
+    warnings = []
+    now = surveyed['found']['time']
+    record = new_record(surveyed['record'], surveyed['devices'], surveyed['valid'], surveyed['boot_id'], now, still,
+                        surveyed['found']['unreadable'])
+    if record != surveyed['record']:
+        try:
+            (write or write_record)(root, record)
+        except (IOError, OSError) as e:
+            warnings.append('cannot write %s (%s): the next run will refresh the same readers again'
+                            % (RECORD_PATH, files.describe_os_error(e)))
+    return report, warnings
+
+
+def diff(surveyed, report):
+    """Diff-mode lines: each stale reader before, and what the run did (or would do) about it; None for none."""
+    before, after = [], []
+    for entry, items in surveyed['plan']['refresh'] + surveyed['plan']['limited']:
+        for item in items:
+            before.append('%s fd %d %s: read-ahead window from an earlier value' % (line(entry), item['fd'], item['path']))
+    for entry, maps in surveyed['plan']['restart']:
+        for item in maps:
+            before.append('%s mapping %s: read-ahead window from an earlier value' % (line(entry), item['path']))
+    for r in report['refreshed']:
+        after.append('%s: %d open file(s) refreshed to the device\'s read-ahead' % (line(r), r['count']))
+    for r in report['not_refreshed']:
+        after.append('%s: not refreshed: %s' % (line(r), r['reason']))
+    for r in report['needs_restart']:
+        after.append('%s: needs a restart: %s' % (line(r), r['reason']))
+    if not before and not after:
+        return None
+    return files.diff_entry('open files on %s (read-ahead of running readers)'
+                            % ', '.join(sorted(set(d['name'] for d in surveyed['devices'].values()))),
+                            ''.join(x + '\n' for x in before), ''.join(x + '\n' for x in after))
+
+
+def audit(surveyed):
+    """For tuning_facts: the readers of the targets that do not read at the device's value, and why."""
+    plan = surveyed['plan']
+    return {'stale': [dict(describe(e, items), reason='holds %d file(s) opened at an earlier read-ahead' % len(items))
+                      for e, items in plan['refresh'] + plan['limited']],
+            'needs_restart': [dict(describe(e, maps), reason=_restart_reason(maps)) for e, maps in plan['restart']],
+            'unreadable': surveyed['found']['unreadable'], 'record_problem': surveyed['record_problem']}
+
+
+def targets_of(devices, paths, after_kb=None):
+    """From the read_ahead plan's devices: ({name: KiB after the run}, {name: scope}, [names this run changes]).
+
+    A device named by a device target is refreshed whole; one reached only through path targets,
+    for the files under those paths.
+    """
+    kb, scope, changed = {}, {}, []
+    for entry in devices:
+        name = entry['name']
+        kb[name] = (after_kb or {}).get(name, entry['planned_kb'])
+        if entry['planned_kb'] != entry['before_kb']:
+            changed.append(name)
+        prefixes = [t for t in entry['targets'] if t in paths]
+        scope[name] = None if len(prefixes) < len(entry['targets']) else sorted(prefixes)
+    return kb, scope, changed
+
+
+def warnings_for(report):
+    """One line per reader the run could not bring to the device's value."""
+    out = []
+    for r in report['needs_restart']:
+        out.append('%s needs a restart for the new read-ahead to apply: it %s.' % (line(r), r['reason']))
+    for r in report['not_refreshed']:
+        out.append('%s still reads %d file(s) with an earlier read-ahead: %s.' % (line(r), r['count'], r['reason']))
+    for u in report['unreadable']:
+        out.append('readers: %s; its open files were not checked.' % u['reason'])
+    if report['record_problem']:
+        out.append('readers: %s' % report['record_problem'])
+    return out

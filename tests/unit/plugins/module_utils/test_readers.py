@@ -16,7 +16,7 @@ import os
 import pytest
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils import readers
-from fakehost import nitro_host
+from fakehost import FakeSyscalls, nitro_host
 
 SEG = '/opt/aem/crx-quickstart/repository/segmentstore'
 NUMBERS = {'253:0': 'dm-0'}
@@ -213,56 +213,6 @@ def test_plan_scope_only_and_off(host):
 
 
 # -- refreshing ---------------------------------------------------------------------------------
-
-class FakeSyscalls(object):
-    """pidfd_open/pidfd_getfd/posix_fadvise of a fake kernel: ``fail`` {call: errno}; ``files`` maps (pid, fd)
-    to the (dev, ino) the duplicate refers to. Records every call."""
-
-    def __init__(self, host, fail=None):
-        self.host = host
-        self.fail = fail or {}
-        self.calls = []
-        self.open_fds = set()
-        self.next_fd = 100
-        self.dups = {}
-
-    def _new(self):
-        self.next_fd += 1
-        self.open_fds.add(self.next_fd)
-        return self.next_fd
-
-    def _maybe_fail(self, call):
-        if call in self.fail:
-            raise OSError(self.fail[call], os.strerror(self.fail[call]))
-
-    def pidfd_open(self, pid):
-        self.calls.append(('pidfd_open', pid))
-        self._maybe_fail('pidfd_open')
-        fd = self._new()
-        self.dups[fd] = pid
-        return fd
-
-    def pidfd_getfd(self, pidfd, fd):
-        self.calls.append(('pidfd_getfd', self.dups[pidfd], fd))
-        self._maybe_fail('pidfd_getfd')
-        link = self.host.path('/proc/%d/fd/%d' % (self.dups[pidfd], fd))
-        if link not in self.host.proc_stats:
-            raise OSError(errno.EBADF, 'Bad file descriptor')
-        new = self._new()
-        self.dups[new] = self.host.proc_stats[link]
-        return new
-
-    def fstat(self, fd):
-        majmin, ino = self.dups[fd]
-        major, minor = (int(x) for x in majmin.split(':'))
-        return os.stat_result((0o100644, ino, os.makedev(major, minor), 1, 0, 0, 0, 0, 0, 0))
-
-    def fadvise_normal(self, fd):
-        self.calls.append(('fadvise_normal', self.dups[fd]))
-
-    def close(self, fd):
-        self.open_fds.remove(fd)
-
 
 def planned(host):
     assessed = readers.assess(scan(host), DEVICES, None, 'boot-1')
