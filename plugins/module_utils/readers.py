@@ -57,9 +57,11 @@ import time
 from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files
 
 PROC = '/proc'
-# The record of the last refresh. Kept behind record_path/read_record/write_record only, so it can move to the
-# collection's runtime-state directory. /run is a tmpfs: a reboot (which reopens every file) forgets it.
-RECORD_PATH = '/run/aemops-os-tuning-readers.json'
+# The record of the last refresh, in the collection's runtime-state directory (the sweep's, module_utils/sweep.py
+# STATE_DIR). Only record_path/read_record/write_record touch it. /run is a tmpfs: a reboot (which reopens every
+# file) forgets it.
+RECORD_DIR = '/run/aemops-os-tuning'
+RECORD_PATH = RECORD_DIR + '/readers.json'
 RECORD_FORMAT = 1
 RECORD_MAX_BYTES = 4 * 1024 * 1024
 BOOT_ID = '/proc/sys/kernel/random/boot_id'
@@ -691,7 +693,10 @@ def read_record(root):
 
 
 def write_record(root, record, module=None):
-    """Replace the record atomically (root:root 0600)."""
+    """Replace the record atomically (root:root 0600), in a directory only root can enter."""
+    directory = files.root_path(root, RECORD_DIR)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o700)
     files.atomic_write(record_path(root), json.dumps(record, sort_keys=True) + '\n', 0o600, module=module)
 
 

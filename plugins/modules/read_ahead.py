@@ -132,7 +132,7 @@ options:
         a target in O(devices), every file on the device. Files are matched by device number
         (C(stat) through C(/proc/PID/fd/N), the device field of C(/proc/PID/maps)), never by
         following a path.
-      - Which readers may be stale. The module records, in C(/run/aemops-os-tuning-readers.json),
+      - Which readers may be stale. The module records, in C(/run/aemops-os-tuning/readers.json),
         the device's value and the open files that were still stale after each run. While sysfs
         still reads that value and the run does not change it, a file is stale only when the
         record lists it, since anything opened since got the value at C(open). Without such a record (the
@@ -301,7 +301,7 @@ readers:
     record:
       description: The record of the last refresh.
       type: str
-      sample: /run/aemops-os-tuning-readers.json
+      sample: /run/aemops-os-tuning/readers.json
     record_problem:
       description: Why the record was ignored (damaged, not root's), or null.
       type: str

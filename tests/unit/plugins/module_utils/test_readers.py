@@ -347,7 +347,7 @@ def test_a_damaged_record_is_reported_and_ignored(host, content):
     if os.geteuid() != 0:
         pytest.skip('the record must be owned by root')
     rec, problem = readers.read_record(host.root)
-    assert rec is None and problem.startswith('/run/aemops-os-tuning-readers.json ') and problem.endswith('; ignored')
+    assert rec is None and problem.startswith('/run/aemops-os-tuning/readers.json ') and problem.endswith('; ignored')
     assert os.path.exists(path)
 
 
@@ -356,8 +356,9 @@ def test_a_linked_or_oversized_record_is_ignored(host):
         pytest.skip('the record must be owned by root')
     path = readers.record_path(host.root)
     host.write('/run/elsewhere.json', json.dumps(record()))
+    host.mkdir(readers.RECORD_DIR)
     os.symlink(host.path('/run/elsewhere.json'), path)
-    assert readers.read_record(host.root)[1].startswith('/run/aemops-os-tuning-readers.json cannot be opened')
+    assert readers.read_record(host.root)[1].startswith('/run/aemops-os-tuning/readers.json cannot be opened')
     os.unlink(path)
     os.link(host.path('/run/elsewhere.json'), path)
     assert readers.read_record(host.root)[1].endswith('is not a regular root-owned file with one link; ignored')
