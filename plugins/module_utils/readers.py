@@ -106,6 +106,14 @@ def device_numbers(root, names):
     return out
 
 
+def disk_sequence(root, name):
+    """The device's ``diskseq`` (Linux 5.15 and later: a number never reused on one boot), or None."""
+    try:
+        return int(blockdev.read_attr_checked(os.path.join(blockdev.device_dir(root, name), 'diskseq'))[0] or '')
+    except (ValueError, TypeError, IOError, OSError, blockdev.BlockDeviceError):
+        return None
+
+
 def _read(path):
     """Text of a /proc file; None when the process went away; IOError/OSError otherwise."""
     try:
@@ -376,14 +384,17 @@ def _reader_keys(entry):
 
 
 def valid_devices(record, devices, boot_id, changed):
-    """The devices whose recorded state still holds: recorded on this boot at the value sysfs reads now,
-    and not changed by this run. ``devices``: {'major:minor': {'name', 'kb'}}; ``changed``: names."""
+    """The devices whose recorded state still holds: recorded on this boot at the value sysfs reads now, for
+    the same device (its ``diskseq``, Linux 5.15 and later, tells a loop or dm device attached again under the
+    same number), and not changed by this run. ``devices``: {'major:minor': {'name', 'kb', 'seq'}};
+    ``changed``: names."""
     out = set()
     if not record or record.get('boot_id') != boot_id:
         return out
     for number, dev in devices.items():
         rec = record['devices'].get(number)
-        if rec and rec['kb'] == dev['kb'] and rec['name'] == dev['name'] and dev['name'] not in changed:
+        if (rec and rec['kb'] == dev['kb'] and rec['name'] == dev['name'] and rec.get('seq') == dev.get('seq')
+                and dev['name'] not in changed):
             out.add(number)
     return out
 
@@ -656,7 +667,11 @@ def _valid_record(data):
                     or not all(isinstance(v, int_types) and not isinstance(v, bool) for v in item)):
                 return None
             stale.append(item)
-        devices[str(number)] = {'name': str(rec['name']), 'kb': rec['kb'], 'since': rec['since'], 'stale': stale}
+        seq = rec.get('seq')
+        if seq is not None and (not isinstance(seq, int_types) or isinstance(seq, bool)):
+            return None
+        devices[str(number)] = {'name': str(rec['name']), 'kb': rec['kb'], 'seq': seq, 'since': rec['since'],
+                                'stale': stale}
     return {'format': RECORD_FORMAT, 'boot_id': str(data['boot_id']), 'devices': devices}
 
 
@@ -715,7 +730,7 @@ def new_record(old, devices, valid, boot_id, now, still_stale, unreadable):
     for number, dev in sorted(devices.items()):
         since = old['devices'][number]['since'] if number in valid else now
         stale = sorted(list(k) for k in still_stale.get(number, ()))
-        out['devices'][number] = {'name': dev['name'], 'kb': dev['kb'], 'since': since,
+        out['devices'][number] = {'name': dev['name'], 'kb': dev['kb'], 'seq': dev.get('seq'), 'since': since,
                                   'stale': stale + [e for e in extra if e not in stale]}
     return out
 
@@ -751,7 +766,8 @@ def survey(root, kb_by_name, scope_by_name, changed=(), only=(), enabled=True, p
     read-ahead this run changes. Nothing is changed here.
     """
     numbers = device_numbers(root, sorted(kb_by_name))
-    devices = dict((n, {'name': name, 'kb': kb_by_name[name]}) for n, name in numbers.items())
+    devices = dict((n, {'name': name, 'kb': kb_by_name[name], 'seq': disk_sequence(root, name)})
+                   for n, name in numbers.items())
     scope = dict((n, scope_by_name.get(name)) for n, name in numbers.items())
     found = scan(procfs or root, numbers)
     record, problem = read_record(root)

@@ -144,7 +144,7 @@ def test_scan_tolerates_exits_and_unreadable_entries(host):
 
 # -- assessing, planning ------------------------------------------------------------------------
 
-DEVICES = {'253:0': {'name': 'dm-0', 'kb': 32}}
+DEVICES = {'253:0': {'name': 'dm-0', 'kb': 32, 'seq': None}}
 
 
 def record(stale=(), kb=32, boot='boot-1'):
@@ -172,8 +172,15 @@ def test_a_valid_record_makes_unlisted_readers_fresh(host):
     assert stale_summary(assessed) == [(4242, [], [], 2), (4300, [], [200], 0)]
 
 
+def reattached():
+    rec = record()
+    rec['devices']['253:0']['seq'] = 41  # DEVICES has seq None: another device under the same number
+    return rec
+
+
 @pytest.mark.parametrize('rec, changed', [
     (record(kb=64), ()),  # set by hand since: the record no longer holds
+    (reattached(), ()),
     (record(boot='boot-0'), ()),  # another boot
     (record(), ('dm-0',)),  # this run changes the value
 ])
@@ -308,13 +315,14 @@ def test_the_real_syscalls_on_this_python():
 
 def test_record_round_trip_and_new_record(host):
     old = record(stale=[(1, 2, 3, 4)])
-    old['devices']['259:2'] = {'name': 'nvme1n1', 'kb': 128, 'since': 1.0, 'stale': []}
+    old['devices']['259:2'] = {'name': 'nvme1n1', 'kb': 128, 'seq': 7, 'since': 1.0, 'stale': []}
     new = readers.new_record(old, DEVICES, set(['253:0']), 'boot-1', 1764659999.0,
                              {'253:0': set([(4300, 5100, -1, 200)])},
                              [{'pid': 9, 'start_ticks': 10, 'comm': 'x', 'reason': 'r'}])
     assert new == {'format': 1, 'boot_id': 'boot-1', 'devices': {
-        '253:0': {'name': 'dm-0', 'kb': 32, 'since': 1764650100.0, 'stale': [[4300, 5100, -1, 200], [9, 10, -2, 0]]},
-        '259:2': {'name': 'nvme1n1', 'kb': 128, 'since': 1.0, 'stale': []}}}
+        '253:0': {'name': 'dm-0', 'kb': 32, 'seq': None, 'since': 1764650100.0,
+                  'stale': [[4300, 5100, -1, 200], [9, 10, -2, 0]]},
+        '259:2': {'name': 'nvme1n1', 'kb': 128, 'seq': 7, 'since': 1.0, 'stale': []}}}
     if os.geteuid() != 0:
         pytest.skip('the record must be owned by root')
     readers.write_record(host.root, new)
@@ -325,7 +333,7 @@ def test_record_round_trip_and_new_record(host):
 def test_new_record_without_a_valid_old_one_starts_now():
     new = readers.new_record(None, DEVICES, set(), 'boot-2', 1764659999.0, {}, [])
     assert new == {'format': 1, 'boot_id': 'boot-2',
-                   'devices': {'253:0': {'name': 'dm-0', 'kb': 32, 'since': 1764659999.0, 'stale': []}}}
+                   'devices': {'253:0': {'name': 'dm-0', 'kb': 32, 'seq': None, 'since': 1764659999.0, 'stale': []}}}
 
 
 def test_missing_record_is_none_without_a_problem(host):
