@@ -154,6 +154,7 @@ cd "$root" || exit 2
 "$playbook_bin" "${common[@]}" "$here/read_ahead.yml" "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 [ "$local_run" = 1 ] && { "$here/sweep.sh" || status=1; }  # read_ahead_sweep on its own loop device (local only)
+[ "$local_run" = 1 ] && { "$here/readers.sh" || status=1; }  # refreshing readers that were already running (local only)
 finished=1
 elapsed=$(($(date +%s) - start))
 
