@@ -249,5 +249,7 @@ printf '%-44s %10s %10s\n' "after the role without refresh (32 KiB)" "${keep_off
 printf '%-44s %10s %10s\n' "after the refresh" "${keep_after}x" "${close_after}x"
 printf '%-44s %10s %10s\n' "after a restart" "-" "${close_restarted}x"
 printf '%-44s %10s\n' "floor (opened at 32 KiB)" "${floor}x"
+printf 'READERS-JSON {"kernel": "%s", "fs": "ext4", "records": %s, "keep_before": %s, "keep_without_refresh": %s, "keep_after_refresh": %s, "close_before": %s, "close_after_refresh": %s, "close_after_restart": %s, "floor": %s}\n' \
+	"$(uname -r)" "$records" "$keep_before" "$keep_off" "$keep_after" "$close_before" "$close_after" "$close_restarted" "$floor"
 stop_standin keep
 stop_standin fresh
