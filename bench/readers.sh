@@ -32,7 +32,7 @@ rows = [json.loads(line) for line in open('bench/raw/readers.jsonl')]
 def med(key):
     values = sorted(r[key] for r in rows)
     return '%.2fx (%.2f-%.2f)' % (statistics.median(values), values[0], values[-1])
-out = ['# make bench: a reader that was already running', '',
+out = ['# bench/readers.sh: a reader that was already running', '',
        'Measured %s by `bench/readers.sh` (%s runs of `tests/integration/readers.sh`) on commit `%s`%s, '
        'kernel %s, %s on a loop device, %d random 8 KiB records through mmap per measurement, the page cache '
        'dropped before each. Amplification: device bytes read (`/sys/block/<dev>/stat`) per byte of the '
