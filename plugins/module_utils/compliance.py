@@ -397,6 +397,37 @@ def _target_devices(facts, resolved):
     return [n for n in names if not (n in seen or seen.add(n))]
 
 
+def reader_scope(facts, resolved):
+    """{governing device: None (a device target: every file on it) or [target paths]}: whose running
+    readers count (module_utils/readers.py). Devices beneath (``underlying``) hold no files of their own."""
+    scope = {}
+    for path in resolved.get('targets', []):
+        device = facts.get('paths', {}).get(path, {}).get('device')
+        if device and scope.get(device, []) is not None:
+            scope.setdefault(device, []).append(path)
+    for name in resolved.get('devices', {}).values():
+        if name:
+            scope[name] = None
+    return scope
+
+
+def _reader_misses(facts):
+    """Readers of the targets that do not read at the device's value: set, but not in effect for them."""
+    result = []
+    readers = facts.get('readers') or {}
+    for r in readers.get('stale') or []:
+        result.append(miss(_reader_subject(r), 'reader', '%s, so it still reads with the earlier, larger window: run '
+                           'the role in apply mode (read_ahead refreshes it in place) or restart it' % r.get('reason')))
+    for r in readers.get('needs_restart') or []:
+        result.append(miss(_reader_subject(r), 'reader_restart', '%s (aem_tuning_restart_stale_aem: true restarts '
+                           'AEM\'s unit)' % r.get('reason')))
+    return result
+
+
+def _reader_subject(r):
+    return 'pid %s (%s%s)' % (r.get('pid'), r.get('comm'), ', %s' % r['unit'] if r.get('unit') else '')
+
+
 def _device_labels(facts, resolved):
     """{device: the targets that name it} for the report: a path, a /dev link, or the kernel name."""
     labels = {}
@@ -470,6 +501,7 @@ def _present_misses(facts, intent, resolved, verify):
             if value != intent['thp']:
                 result.append(miss('kernel command line', 'cmdline', '%s has transparent_hugepage=%s, not %s'
                                    % (source, value, intent['thp'])))
+    result.extend(_reader_misses(facts))
     if verify and verify.get('rc') not in (None, 0):
         result.append(miss('tuned-adm verify', 'tuned_verify', verify['summary']))
     for c in facts.get('conflicts') or []:

@@ -110,6 +110,49 @@ options:
       - The file is written as root:root, mode 0644, whatever it had before.
     type: path
     default: /etc/udev/rules.d/90-aemops-read-ahead.rules
+  refresh_readers:
+    description:
+      - After setting the value, bring the files that running processes already hold open on the
+        device to it, without restarting them. The kernel copies a device's read-ahead into each
+        open file when it is opened, and a page fault in a mapping reads around with that copy, so
+        a process that opened its files at 4096 KiB (Oak's tar files) keeps faulting 4 MiB per
+        record after C(read_ahead_kb) is 32.
+      - For each such file the module takes a duplicate of the process's descriptor with
+        C(pidfd_getfd(2)), calls C(posix_fadvise(fd, 0, 0, POSIX_FADV_NORMAL)) on it and closes it.
+        That sets the open file's read-ahead to the device's current value and nothing else; the
+        process keeps running, its data, offsets and mappings are untouched.
+      - C(POSIX_FADV_NORMAL) also clears a C(POSIX_FADV_RANDOM) or C(SEQUENTIAL) hint the process
+        may have set on that file itself; no interface shows whether it did. The result names
+        every refreshed process, with its systemd unit; O(refresh_only) limits the refresh.
+      - A file that a process mapped and then closed (Lucene's C(MMapDirectory)) has no descriptor
+        to take; that process is named in C(readers.needs_restart). Where the kernel has no
+        C(pidfd_getfd) (before Linux 5.6, so RHEL 7 and RHEL 8 kernels), or Yama C(ptrace_scope=3) or
+        SELinux refuses it, the process is named in C(readers.not_refreshed) with the reason, and
+        the run does not fail.
+      - Which files are refreshed. For a target in O(paths), the files under that path (as the
+        process sees it; for a process in another mount namespace, every file on the device); for
+        a target in O(devices), every file on the device. Files are matched by device number
+        (C(stat) through C(/proc/PID/fd/N), the device field of C(/proc/PID/maps)), never by
+        following a path.
+      - Which readers may be stale. The module records, in C(/run/aemops-os-tuning/readers.json),
+        the device's value and the open files that were still stale after each run. While sysfs
+        still reads that value and the run does not change it, a file is stale only when the
+        record lists it, since anything opened since got the value at C(open). Without such a record (the
+        first run, after a reboot, after a value set by hand), every open file on the device may be
+        stale and is refreshed, which makes the run C(changed) even when sysfs was already right.
+        A value changed by hand and changed back between two runs is not seen.
+      - With V(false), nothing is refreshed and the readers are only reported.
+      - Only with O(state=present). Check mode refreshes nothing and lists what a run would do.
+    type: bool
+    default: true
+  refresh_only:
+    description:
+      - Refresh only the processes named here, by command (C(java)) or systemd unit (C(aem.service)
+        or C(aem)). The other stale readers are reported in C(readers.not_refreshed).
+      - Empty (the default) refreshes every process that reads the targets.
+    type: list
+    elements: str
+    default: []
 notes:
   - Check mode changes nothing and reports what would change; diff mode shows the rules file.
   - Runs on the target's Python 2.7 (RHEL 7), 3.6 (RHEL 8 platform-python) and newer.
@@ -230,13 +273,74 @@ skipped_targets:
   returned: always
   type: list
   elements: dict
+readers:
+  description:
+    - The processes that hold files on the targets opened at an earlier read-ahead, and what the run did
+      about them (in check mode, what it would do). Null with O(state=absent).
+    - Each process has C(pid), C(comm), C(unit) (systemd), C(start) (UTC), C(fds), C(mappings) and
+      C(mapped_without_fd) (counts on the device), C(count) (files in this list) and up to 5 C(files).
+  returned: always
+  type: dict
+  contains:
+    refreshed:
+      description: Processes whose open files now read with the device's value.
+      type: list
+      elements: dict
+      sample: [{pid: 4242, comm: java, unit: aem.service, start: "2026-12-02T06:00:00Z", fds: 2, mappings: 2,
+                mapped_without_fd: 0, count: 2, files: [/srv/aem/repository/segmentstore/data00000a.tar]}]
+    needs_restart:
+      description: Processes that map files with no open descriptor; only a restart applies the new value.
+      type: list
+      elements: dict
+    not_refreshed:
+      description: Processes with stale open files that were not refreshed, each with a one-line C(reason).
+      type: list
+      elements: dict
+    unreadable:
+      description: Processes whose C(/proc) entries could not be read, with the reason.
+      type: list
+      elements: dict
+    record:
+      description: The record of the last refresh.
+      type: str
+      sample: /run/aemops-os-tuning/readers.json
+    record_problem:
+      description: Why the record was ignored (damaged, not root's), or null.
+      type: str
+    refresh:
+      description: The value of O(refresh_readers).
+      type: bool
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aemops.os_tuning.plugins.module_utils import files, read_ahead_plan, tuned, udev_rules
+from ansible_collections.aemops.os_tuning.plugins.module_utils import files, read_ahead_plan, readers, tuned, udev_rules
 
 ROOT = '/'
 MAX_READ_AHEAD_KB = udev_rules.MAX_READ_AHEAD_KB
+
+
+def refresh_readers(module, root, plan, after_kb):
+    """(readers report or None, changed, diff entry or None): the running readers of the targets."""
+    p = module.params
+    if p['state'] != 'present' or not plan['devices']:
+        return None, False, None
+    kb, scope, changed_names = readers.targets_of(plan['devices'], p['paths'], after_kb)
+    try:
+        surveyed = readers.survey(root, kb, scope, changed_names, p['refresh_only'], p['refresh_readers'])
+    except readers.ReadersError as e:
+        module.warn('cannot look for the processes that read the targets: %s' % e)
+        return None, False, None
+    if module.check_mode:
+        report = readers.outcome(surveyed)[0]
+    else:
+        done = readers.refresh(root, surveyed['plan']['refresh'])
+        report, warnings = readers.finish(root, surveyed, done,
+                                          lambda r, record: readers.write_record(r, record, module))
+        for warning in warnings:
+            module.warn(warning)
+    for warning in readers.warnings_for(report):
+        module.warn(warning)
+    return report, bool(report['refreshed']), readers.diff(surveyed, report) if module._diff else None
 
 
 def run(module, root):
@@ -279,13 +383,16 @@ def _run_locked(module, snap, p, kb, warnings):
         changed, after_kb, tuned_actions = applied['changed'], applied['after_kb'], applied['tuned_actions']
     for warning in plan['final_warnings']:
         module.warn(warning)
+    reader_report, refreshed, reader_diff = refresh_readers(module, snap.root, plan, after_kb)
+    changed = changed or refreshed
     tuned_profile = tuned.plan_summary(plan['tuned_plan'], plan['tuned_changed'])
     if tuned_profile is not None:
         tuned_profile['actions'] = tuned_actions
     result = {'changed': changed, 'devices': read_ahead_plan.device_results(plan, after_kb),
-              'rules_file': p['rules_file'], 'skipped_targets': plan['skipped'], 'tuned_profile': tuned_profile}
+              'rules_file': p['rules_file'], 'skipped_targets': plan['skipped'], 'tuned_profile': tuned_profile,
+              'readers': reader_report}
     if module._diff:
-        result['diff'] = read_ahead_plan.diff(plan)
+        result['diff'] = read_ahead_plan.diff(plan) + ([reader_diff] if reader_diff else [])
     return result
 
 
@@ -301,6 +408,8 @@ def main():
             ignore_missing=dict(type='bool', default=False),
             tuned_override=dict(type='bool', default=True),
             rules_file=dict(type='path', default=udev_rules.RULES_FILE),
+            refresh_readers=dict(type='bool', default=True),
+            refresh_only=dict(type='list', elements='str', default=[]),
         ),
         supports_check_mode=True,
     )

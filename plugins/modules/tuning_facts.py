@@ -155,6 +155,11 @@ ansible_facts:
           no C(read_ahead_kb); C(warnings)) and C(compliance) (C(misses), a list of
           C(subject), C(kind), C(message); C(compliant); C(tuned_verify) with C(rc), C(passed), C(failures),
           C(summary), or null when not run).
+        - With an O(intent) of state present, also C(readers), the running processes that read the targets with
+          an earlier read-ahead (see O(aemops.os_tuning.read_ahead#module:refresh_readers)). It holds
+          C(stale) (open files not refreshed) and C(needs_restart) (files mapped with no descriptor), each with
+          C(pid), C(comm), C(unit), C(start), counts and C(reason); C(unreadable); C(record_problem). Each
+          is a miss in C(compliance).
       type: dict
       sample:
         block_devices:
@@ -173,7 +178,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    blockdev, bootloader, compliance, files, kernel_readahead, runstate, thp, tuned, udev_rules)
+    blockdev, bootloader, compliance, files, kernel_readahead, readers, runstate, thp, tuned, udev_rules)
 
 ROOT = '/'
 SKIP_PREFIXES = ('ram', 'zram', 'sr', 'fd')
@@ -462,6 +467,16 @@ def check_intent(module, root, facts):
     return plan
 
 
+def reader_facts(root, facts, plan):
+    """The running processes that read the targets with an earlier read-ahead (module_utils/readers.py)."""
+    scope = compliance.reader_scope(facts, plan)
+    kb = dict((name, (facts['block_devices'].get(name) or {}).get('read_ahead_kb')) for name in scope)
+    try:
+        return readers.audit(readers.survey(root, dict((n, v) for n, v in kb.items() if v is not None), scope))
+    except readers.ReadersError as e:
+        raise OSError(str(e))
+
+
 def run(module, root):
     """Gather; with an intent, validate it, then keep the snapshot, verify, and list the misses."""
     intent = module.params['intent'] or {}
@@ -484,6 +499,8 @@ def run(module, root):
     elif snap['state'] == 'absent':
         changed = remove_snapshot(module, root, snap['path'], facts['snapshot'])
     verify = tuned_verify(module, root, facts['tuned']) if module.params['verify'] else None
+    if plan is not None and module.params['intent'].get('state', 'present') == 'present':
+        facts['readers'] = guarded(facts['errors'], 'readers', None, reader_facts, root, facts, plan)
     if plan is not None:
         facts['plan'] = plan
         found = [compliance.miss('intent', 'invalid', e) for e in plan['errors']]

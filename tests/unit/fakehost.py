@@ -137,6 +137,8 @@ class FakeHost(object):
         self.thp_dir = THP_DIR
         self.thp_offered = {}
         self.thp_stuck = {}
+        self.proc_stats = {}
+        self.proc_uids = {}
         self.write('/proc/self/mountinfo', '')
 
     def use_page_kb(self, monkeypatch, kb):
@@ -392,6 +394,132 @@ class FakeHost(object):
             self._next_mount_id, majmin, escaped, options, fstype, source))
         self.write('/proc/self/mountinfo', '\n'.join(self._mountinfo) + '\n')
 
+
+    # -- processes (/proc/PID) -------------------------------------------------------------
+    def add_process(self, pid, comm='java', start_ticks=1000, fds=None, maps=(), unit='aem.service', uid=0,
+                    mnt_ns='mnt:[4026531841]', cgroup=None):
+        """A process in /proc: ``fds`` {fd: (link text, 'major:minor', inode)} (a link text that does
+        not start with / is a socket or a pipe), ``maps`` the lines of /proc/PID/maps as given.
+
+        The descriptors are symbolic links to their text, as in procfs; what ``stat`` through them
+        gives (the device number of another filesystem) is kept here for :class:`FakeProcFs`.
+        """
+        base = '/proc/%d' % pid
+        self.write(base + '/stat', '%d (%s) S 1 %d %d 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 40 0 %d 1000 50 '
+                   '18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0\n'
+                   % (pid, comm, pid, pid, start_ticks))
+        self.write(base + '/maps', ''.join(line + '\n' for line in maps))
+        self.write(base + '/cgroup', cgroup if cgroup is not None else
+                   ('0::/system.slice/%s\n' % unit if unit else '0::/user.slice\n'))
+        self.mkdir(base + '/fd')
+        self.mkdir(base + '/ns')
+        if mnt_ns:
+            self.symlink(base + '/ns/mnt', mnt_ns)
+        for fd, (text, majmin, ino) in sorted((fds or {}).items()):
+            self.symlink('%s/fd/%d' % (base, fd), text)
+            self.proc_stats[self.path('%s/fd/%d' % (base, fd))] = (majmin, ino)
+        self.proc_uids[self.path(base)] = uid
+        if not os.path.lexists(self.path('/proc/self/ns/mnt')):
+            self.mkdir('/proc/self/ns')
+            self.symlink('/proc/self/ns/mnt', 'mnt:[4026531841]')
+        if not self.exists('/proc/stat'):
+            self.write('/proc/stat', 'cpu  1 2 3 4\nbtime 1764650000\nprocesses 900\n')
+        return base
+
+    def proc_procfs(self):
+        return FakeProcFs(self)
+
+
+class FakeProcFs(object):
+    """The /proc reads of readers.scan on a FakeHost: ``stat`` through a descriptor link gives the device
+    and inode recorded by add_process (a fake tree's link cannot point into another filesystem).
+    ``unreadable`` {pid: errno} makes that process's fd directory fail; ``exits`` {pid} makes a
+    process vanish when its fd directory is listed (it exited during the scan)."""
+
+    def __init__(self, host):
+        self.host = host
+        self.proc = host.path('/proc')
+        self.unreadable = {}
+        self.exits = set()
+        self.stats = []
+
+    def _pid_of(self, path):
+        rel = os.path.relpath(path, self.proc).split(os.sep)
+        return int(rel[0]) if rel and rel[0].isdigit() else None
+
+    def listdir(self, path):
+        pid = self._pid_of(path)
+        if pid is not None and path.endswith('/fd'):
+            if pid in self.unreadable:
+                raise OSError(self.unreadable[pid], os.strerror(self.unreadable[pid]), path)
+            if pid in self.exits:
+                import shutil
+                shutil.rmtree(self.host.path('/proc/%d' % pid))
+        return os.listdir(path)
+
+    def readlink(self, path):
+        return os.readlink(path)
+
+    def stat(self, path):
+        self.stats.append(path)
+        if path not in self.host.proc_stats:
+            raise OSError(errno.ENOENT, 'No such file or directory', path)
+        majmin, ino = self.host.proc_stats[path]
+        major, minor = (int(x) for x in majmin.split(':'))
+        return os.stat_result((stat.S_IFREG | 0o644, ino, os.makedev(major, minor), 1, 0, 0, 1 << 30, 0, 0, 0))
+
+    def owner(self, path):
+        return self.host.proc_uids.get(path, 0)
+
+class FakeSyscalls(object):
+    """readers.Syscalls of a fake kernel over FakeHost processes: ``fail`` {call: errno} makes that call
+    fail; a duplicate refers to the (dev, ino) add_process gave the descriptor. Records every call and
+    keeps the descriptors it handed out in ``open_fds`` until they are closed."""
+
+    def __init__(self, host, fail=None):
+        self.host = host
+        self.fail = fail or {}
+        self.calls = []
+        self.open_fds = set()
+        self.next_fd = 100
+        self.dups = {}
+
+    def _new(self):
+        self.next_fd += 1
+        self.open_fds.add(self.next_fd)
+        return self.next_fd
+
+    def _maybe_fail(self, call):
+        if call in self.fail:
+            raise OSError(self.fail[call], os.strerror(self.fail[call]))
+
+    def pidfd_open(self, pid):
+        self.calls.append(('pidfd_open', pid))
+        self._maybe_fail('pidfd_open')
+        fd = self._new()
+        self.dups[fd] = pid
+        return fd
+
+    def pidfd_getfd(self, pidfd, fd):
+        self.calls.append(('pidfd_getfd', self.dups[pidfd], fd))
+        self._maybe_fail('pidfd_getfd')
+        link = self.host.path('/proc/%d/fd/%d' % (self.dups[pidfd], fd))
+        if link not in self.host.proc_stats:
+            raise OSError(errno.EBADF, 'Bad file descriptor')
+        new = self._new()
+        self.dups[new] = self.host.proc_stats[link]
+        return new
+
+    def fstat(self, fd):
+        majmin, ino = self.dups[fd]
+        major, minor = (int(x) for x in majmin.split(':'))
+        return os.stat_result((0o100644, ino, os.makedev(major, minor), 1, 0, 0, 0, 0, 0, 0))
+
+    def fadvise_normal(self, fd):
+        self.calls.append(('fadvise_normal', self.dups[fd]))
+
+    def close(self, fd):
+        self.open_fds.remove(fd)
 
 def nitro_host(root):
     """A typical AEM host on AWS Nitro: root on nvme0n1p1, the repository on LVM over nvme1n1."""

@@ -277,3 +277,24 @@ def test_a_backout_with_auto_ignores_the_record(env):
     _result, facts = run({'intent': auto(state='absent')})
     assert 'recorded_sweep' not in facts['plan']
     assert not [w for w in env.warnings if 'sweep' in w]
+
+
+def test_running_readers_of_the_repository_are_misses_naming_pid_and_unit(env, monkeypatch):
+    """Set, but not in effect: Oak holds its tar files from before, a Lucene reader mapped and closed its file."""
+    from ansible_collections.aemops.os_tuning.plugins.module_utils import readers
+    seg = REPO + '/segmentstore'
+    env.host.add_process(4242, 'java', 5000, fds={10: (seg + '/data00000a.tar', '253:0', 131)})
+    env.host.add_process(4300, 'java', 5100, maps=['7f0-7f1 r--s 00000000 fd:00 200 %s/index/_0.cfs' % REPO])
+    env.host.add_process(7000, 'tar', 8000, unit='backup.service', fds={3: ('/opt/aem/backup/x.tar', '253:0', 300)})
+    monkeypatch.setattr(readers, 'ProcFs', lambda root: env.host.proc_procfs())
+    result, facts = run({'intent': intent()})
+    assert [(r['pid'], r['unit']) for r in facts['readers']['stale']] == [(4242, 'aem.service')]
+    assert [(r['pid'], r['unit']) for r in facts['readers']['needs_restart']] == [(4300, 'aem.service')]
+    misses = [(m['subject'], m['kind'], m['message']) for m in facts['compliance']['misses'] if m['kind'].startswith('reader')]
+    assert misses == [
+        ('pid 4242 (java, aem.service)', 'reader', 'holds 1 file(s) opened at an earlier read-ahead, so it still reads '
+         'with the earlier, larger window: run the role in apply mode (read_ahead refreshes it in place) or restart it'),
+        ('pid 4300 (java, aem.service)', 'reader_restart', "maps 1 file(s) whose descriptor it closed (as Lucene's "
+         'MMapDirectory does): no descriptor to refresh, so only a restart applies the new read-ahead '
+         "(aem_tuning_restart_stale_aem: true restarts AEM's unit)")]
+    assert result['changed'] is False
