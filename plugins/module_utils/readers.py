@@ -77,6 +77,7 @@ MAX_LISTED_FILES = 5
 
 _DELETED = ' (deleted)'
 
+
 class ReadersError(Exception):
     pass
 
