@@ -276,9 +276,10 @@ TEST_PHASES := vm-images molecule-upgrade lint sanity unit compat build-test ee 
 test: venv pyenvs ## Everything CI checks, on two workers, with a phase table (scripts/test-lanes.py)
 	python3 scripts/test-lanes.py $(TEST_PHASES)
 
-check: ## The day-to-day loop, under 10 minutes: lint, unit (2.16), compat, integration (no VM)
+check: venv pyenvs ## The day-to-day loop, under 10 minutes: lint, unit (2.16, bench) and compat side by side, then integration (no VM)
 	@start=$$(date +%s); \
-	$(MAKE) lint unit-2.16 compat integration; \
+	$(MAKE) -j2 --output-sync=target lint unit-2.16 unit-bench compat; \
+	$(MAKE) integration; \
 	echo "make check: passed in $$(( $$(date +%s) - start ))s"
 
 print-test-phases:
