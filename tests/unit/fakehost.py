@@ -394,8 +394,8 @@ class FakeHost(object):
             self._next_mount_id, majmin, escaped, options, fstype, source))
         self.write('/proc/self/mountinfo', '\n'.join(self._mountinfo) + '\n')
 
-
     # -- processes (/proc/PID) -------------------------------------------------------------
+
     def add_process(self, pid, comm='java', start_ticks=1000, fds=None, maps=(), unit='aem.service', uid=0,
                     mnt_ns='mnt:[4026531841]', cgroup=None):
         """A process in /proc: ``fds`` {fd: (link text, 'major:minor', inode)} (a link text that does
@@ -471,6 +471,7 @@ class FakeProcFs(object):
     def owner(self, path):
         return self.host.proc_uids.get(path, 0)
 
+
 class FakeSyscalls(object):
     """readers.Syscalls of a fake kernel over FakeHost processes: ``fail`` {call: errno} makes that call
     fail; a duplicate refers to the (dev, ino) add_process gave the descriptor. Records every call and
@@ -520,6 +521,7 @@ class FakeSyscalls(object):
 
     def close(self, fd):
         self.open_fds.remove(fd)
+
 
 def nitro_host(root):
     """A typical AEM host on AWS Nitro: root on nvme0n1p1, the repository on LVM over nvme1n1."""

@@ -261,11 +261,12 @@ def test_refresh_skips_a_reused_pid(host):
                                        'kernels lack it): restart the process for the new read-ahead to apply'),
     ('pidfd_getfd', errno.ENOSYS, None, 'this kernel has no pidfd_getfd(2) (Linux 5.6 and later; RHEL 7 and RHEL 8 '
                                         'kernels lack it): restart the process for the new read-ahead to apply'),
-    ('pidfd_getfd', errno.EPERM, '3\n', "Yama ptrace_scope is 3, which forbids taking another process's descriptors "
-                                       '(pidfd_getfd needs ptrace attach rights): restart the process'),
-    ('pidfd_getfd', errno.EPERM, '1\n', 'pidfd_getfd was refused (EPERM): it needs ptrace attach rights over the '
-                                       'process (root with CAP_SYS_PTRACE; Yama ptrace_scope below 3); restart the '
-                                       'process instead'),
+    ('pidfd_getfd', errno.EPERM, '3\n',
+     "Yama ptrace_scope is 3, which forbids taking another process's descriptors "
+     '(pidfd_getfd needs ptrace attach rights): restart the process'),
+    ('pidfd_getfd', errno.EPERM, '1\n',
+     'pidfd_getfd was refused (EPERM): it needs ptrace attach rights over the '
+     'process (root with CAP_SYS_PTRACE; Yama ptrace_scope below 3); restart the process instead'),
     ('pidfd_getfd', errno.EACCES, None, 'pidfd_getfd was refused by a security module (EACCES; SELinux denies ptrace '
                                         'or fd use, see the audit log): restart the process instead'),
 ])
