@@ -28,6 +28,8 @@ set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
+# shellcheck source=common.sh source-path=SCRIPTDIR
+. "$here/common.sh"
 
 say() { printf '[hostile %s] %s\n' "$(date +%T)" "$*" >&2; }
 
@@ -41,13 +43,7 @@ dev=
 saved_symlinks=
 saved_hardlinks=
 
-if [ -n "${PYTHON:-}" ]; then
-	python=$PYTHON
-elif [ -x "$root/.venv/bin/python" ]; then
-	python=$root/.venv/bin/python
-else
-	python=python3
-fi
+python=$(it_python "$root")
 json_python=$(command -v python3 || echo "$python")
 
 [ "$(id -u)" = 0 ] || { say "run as root: the test attaches a loop device and mounts a tmpfs in a namespace"; exit 2; }
@@ -63,15 +59,7 @@ fi
 mkdir -p "$work/collections" || exit 2
 chmod 0755 "$work"
 
-if [ -z "${ANSIBLE_COLLECTIONS_PATH:-}" ]; then
-	if [ -d "$root/.collections/ansible_collections/aemops/os_tuning/plugins" ]; then
-		ANSIBLE_COLLECTIONS_PATH=$root/.collections
-	else
-		mkdir -p "$work/collections/ansible_collections/aemops"
-		ln -s "$root" "$work/collections/ansible_collections/aemops/os_tuning"
-		ANSIBLE_COLLECTIONS_PATH=$work/collections
-	fi
-fi
+it_collections_path "$root" "$work"
 pypath=$ANSIBLE_COLLECTIONS_PATH${EXTRA_PYTHONPATH:+:$EXTRA_PYTHONPATH}
 mods=ansible_collections.aemops.os_tuning.plugins.modules
 

@@ -25,6 +25,8 @@ set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
+# shellcheck source=common.sh source-path=SCRIPTDIR
+. "$here/common.sh"
 
 say() { printf '[readers %s] %s\n' "$(date +%T)" "$*" >&2; }
 
@@ -38,13 +40,7 @@ pids=()
 standin=$here/readers_standin.py
 records=32
 
-if [ -n "${PYTHON:-}" ]; then
-	python=$PYTHON
-elif [ -x "$root/.venv/bin/python" ]; then
-	python=$root/.venv/bin/python
-else
-	python=python3
-fi
+python=$(it_python "$root")
 json_python=$(command -v python3 || echo "$python")
 
 [ "$(id -u)" = 0 ] || { say "run as root: the test attaches a loop device and writes /sys"; exit 2; }
@@ -54,15 +50,7 @@ done
 [ -e "$work" ] && { say "$work exists already: pick another READERS_TAG"; exit 2; }
 mkdir -p "$work/mnt" "$work/collections" || exit 2
 
-if [ -z "${ANSIBLE_COLLECTIONS_PATH:-}" ]; then
-	if [ -d "$root/.collections/ansible_collections/aemops/os_tuning/plugins" ]; then
-		ANSIBLE_COLLECTIONS_PATH=$root/.collections
-	else
-		mkdir -p "$work/collections/ansible_collections/aemops"
-		ln -s "$root" "$work/collections/ansible_collections/aemops/os_tuning"
-		ANSIBLE_COLLECTIONS_PATH=$work/collections
-	fi
-fi
+it_collections_path "$root" "$work"
 module=ansible_collections.aemops.os_tuning.plugins.modules.read_ahead
 record=/run/aemops-os-tuning/readers.json
 

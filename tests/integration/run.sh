@@ -31,6 +31,8 @@ set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
+# shellcheck source=common.sh source-path=SCRIPTDIR
+. "$here/common.sh"
 
 say() { printf '[integration %s] %s\n' "$(date +%T)" "$*" >&2; }
 
@@ -52,15 +54,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/aemops-ra-run.XXXXXX")
 log_dir=${LOG_DIR:-$work}
 mkdir -p "$log_dir"
 
-if [ -z "${ANSIBLE_COLLECTIONS_PATH:-}" ]; then
-	if [ -d "$root/.collections/ansible_collections/aemops/os_tuning/plugins" ]; then
-		ANSIBLE_COLLECTIONS_PATH=$root/.collections
-	else
-		mkdir -p "$work/collections/ansible_collections/aemops"
-		ln -s "$root" "$work/collections/ansible_collections/aemops/os_tuning"
-		ANSIBLE_COLLECTIONS_PATH=$work/collections
-	fi
-fi
+it_collections_path "$root" "$work"
 export ANSIBLE_COLLECTIONS_PATH
 export ANSIBLE_ROLES_PATH=$here/targets
 export ANSIBLE_RETRY_FILES_ENABLED=false

@@ -33,6 +33,8 @@ set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
+# shellcheck source=common.sh source-path=SCRIPTDIR
+. "$here/common.sh"
 
 say() { printf '[sweep %s] %s\n' "$(date +%T)" "$*" >&2; }
 
@@ -45,13 +47,7 @@ failed=0
 dev=
 bg=
 
-if [ -n "${PYTHON:-}" ]; then
-	python=$PYTHON
-elif [ -x "$root/.venv/bin/python" ]; then
-	python=$root/.venv/bin/python
-else
-	python=python3
-fi
+python=$(it_python "$root")
 
 [ "$(id -u)" = 0 ] || { say "run as root: the test attaches a loop device and writes /sys"; exit 2; }
 for tool in losetup mkfs.ext4 mount umount; do
@@ -60,15 +56,7 @@ done
 [ -e "$work" ] && { say "$work exists already: pick another SWEEP_TAG"; exit 2; }
 mkdir -p "$work/mnt" "$work/collections" || exit 2
 
-if [ -z "${ANSIBLE_COLLECTIONS_PATH:-}" ]; then
-	if [ -d "$root/.collections/ansible_collections/aemops/os_tuning/plugins" ]; then
-		ANSIBLE_COLLECTIONS_PATH=$root/.collections
-	else
-		mkdir -p "$work/collections/ansible_collections/aemops"
-		ln -s "$root" "$work/collections/ansible_collections/aemops/os_tuning"
-		ANSIBLE_COLLECTIONS_PATH=$work/collections
-	fi
-fi
+it_collections_path "$root" "$work"
 module=ansible_collections.aemops.os_tuning.plugins.modules.read_ahead_sweep
 pypath=$ANSIBLE_COLLECTIONS_PATH${EXTRA_PYTHONPATH:+:$EXTRA_PYTHONPATH}
 json_python=$(command -v python3 || echo "$python")   # reads the results, whatever Python runs the module
