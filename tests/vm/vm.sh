@@ -98,7 +98,7 @@ EOF
 #   -e ansible_python_interpreter=$(py_path 2.7.18)
 #   -e ansible_python_interpreter=$(py_path 3.6.15)
 [aemops_vm]
-aemvm ansible_host=127.0.0.1 ansible_port=$port ansible_user=root ansible_ssh_private_key_file=$RUN/id_ed25519 ansible_python_interpreter=/usr/bin/python3 ansible_ssh_common_args='-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o IdentitiesOnly=yes'
+aemvm ansible_host=127.0.0.1 ansible_port=$port ansible_user=root ansible_ssh_private_key_file=$RUN/id_ed25519 ansible_python_interpreter=/usr/bin/python3 ansible_ssh_common_args='-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o IdentitiesOnly=yes -o ServerAliveInterval=10 -o ServerAliveCountMax=6'
 EOF
 }
 
