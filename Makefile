@@ -176,8 +176,8 @@ unit-2.19: venv ## pytest tests/unit, ansible-core 2.19
 unit-2.21: venv ## pytest tests/unit, ansible-core 2.21 (the newest)
 	scripts/run-unit core-2.21 $(VENV_221)/bin/python - $(UNIT_DIRS) -- $(PYTEST_ARGS)
 
-unit-bench: venv ## pytest tests/bench: bench/report.py (controller side, the dev venv; no VM)
-	$(VENV)/bin/python -m pytest -q tests/bench
+unit-bench: venv ## pytest tests/bench and tests/tools: bench/report.py, scripts/failure-excerpt.py (controller side, the dev venv; no VM)
+	$(VENV)/bin/python -m pytest -q tests/bench tests/tools
 
 compat: venv pyenvs ## Module and module_utils unit tests on Python 2.7 and 3.6 (core 2.16 module_utils)
 	@failed=; \

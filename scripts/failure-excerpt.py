@@ -1,7 +1,7 @@
 # Copyright (c) aemops.os_tuning contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Print where a phase's log says it failed: python3 scripts/failure-excerpt.py LOG [MAX_LINES].
+"""Print where a phase's log says it failed: python3 scripts/failure-excerpt.py [--brief] LOG [MAX_LINES].
 
 .ci/run calls it for each failed phase after its summary, because what CI shows of a run is
 its end, and a failing molecule scenario is followed by thousands of lines (its destroy, the
@@ -9,25 +9,35 @@ later scenarios, `make run`). It prints the lines around the last failure marker
 (Ansible's fatal/failed task results that were not ignored, pytest's failures, Python
 tracebacks, make's errors), the newest last, at most MAX_LINES (default 120) in all, without
 colour codes. Run on the controller's system Python 3; no dependencies.
+
+--brief prints the cause in a few lines instead: the task (and the scenario step) that failed
+last, and its message, shortened. .ci/run prints it after the phase table, as the very last
+lines of the run, because CI shows only the last couple of dozen lines of a run: the long
+excerpt above the table is cut off there (the upgrade failure of stop 25 was lost that way).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import re
 import sys
 
 ANSI = re.compile(r'\x1b\[[0-9;?]*[A-Za-z]')
 # Strongest first: the first kind found anywhere in the log is the one shown.
+# An Ansible task result; molecule boxes its output in '│ ', a nested run's is quoted
+FATAL = re.compile(r'^[\s\u2502]*"?(fatal|failed): \[')
 MARKERS = [
-    # An Ansible task result; molecule boxes its output in '│ ', a nested run's is quoted
-    re.compile(r'^[\s\u2502]*"?(fatal|failed): \['),
+    FATAL,
     re.compile(r'^(FAILED|ERROR) \S|^E {3}|^_{5,} .* _{5,}$'),   # pytest
     re.compile(r'^Traceback \(most recent call last\)'),
     re.compile(r'\b(FAILED|ERROR|CRITICAL)\b|^make(\[\d+\])?: \*\*\*'),
 ]
 BEFORE, AFTER = 25, 35
+TASK = re.compile(r'^[\s\u2502"]*(TASK|RUNNING HANDLER) \[(?P<name>.*?)\]')
+PLAY = re.compile(r'^[\s\u2502"]*PLAY \[(?P<name>.*?)\]')
+BRIEF_WIDTH = 300
 
 
 def ignored(lines, i):
@@ -67,14 +77,90 @@ def excerpt(lines, max_lines):
     return out
 
 
+def shorten(text, width=BRIEF_WIDTH):
+    text = ' '.join(text.replace('\\n', ' ').split())
+    return text if len(text) <= width else text[:width - 5] + ' [..]'
+
+
+def unquote(line):
+    """A line of a nested run's output, as a debug task prints it (a JSON string in a list)."""
+    text = line.strip(' \u2502').rstrip(',')
+    if text.startswith('"') and text.endswith('"'):
+        try:
+            return json.loads(text)
+        except ValueError:
+            pass
+    return line.strip(' \u2502')
+
+
+def message(line):
+    """The msg of an Ansible result line, else the line itself."""
+    text = unquote(line)
+    found = re.search(r'"msg": "((?:[^"\\]|\\.)*)"', text)
+    return found.group(1) if found else text
+
+
+def top_level(line):
+    return not line.lstrip(' \u2502').startswith('"')
+
+
+def enclosing(lines, i, pattern, outer=False):
+    """The index and name of the nearest line above i that pattern matches (outer: not quoted)."""
+    for j in range(i, -1, -1):
+        found = pattern.search(lines[j])
+        if found and (top_level(lines[j]) or not outer):
+            return j, found.group('name')
+    return -1, None
+
+
+def brief(lines):
+    """At most 5 short lines: which task failed last, in which play, and what it said."""
+    found = markers(lines)
+    if not found:
+        return ['no failure marker in the log; its last line: ' + shorten(lines[-1] if lines else '(empty)')]
+    i = found[-1]
+    if lines[i].startswith('Traceback'):
+        # The exception is the first line after the traceback that is not indented.
+        end = next((j for j in range(i + 1, len(lines)) if lines[j][:1] not in ('', ' ')), i)
+        return ['line %d: %s' % (end + 1, shorten(lines[end]))]
+    if not FATAL.search(lines[i]):
+        failed = [j for j in found if lines[j].startswith('FAILED ')]
+        return ['line %d: %s' % (j + 1, shorten(lines[j])) for j in (failed[-3:] or [i])]
+    task_at, task = enclosing(lines, i, TASK, outer=True)
+    out = ['task: %s' % task]
+    play = enclosing(lines, i, PLAY, outer=True)[1]
+    if play:
+        out.append('play: %s' % play)
+    out.append('said: ' + shorten(message(lines[i])))
+    # A scenario step (molecule/upgrade/tasks/step.yml) fails after a task that printed the
+    # nested run's whole output: the last failure quoted in that output is the cause.
+    shown_at = enclosing(lines, task_at - 1, TASK, outer=True)[0]
+    nested = [j for j in found if shown_at < j < task_at and not top_level(lines[j])]
+    if nested:
+        j = nested[-1]
+        out.append('nested task: %s' % enclosing(lines, j, TASK)[1])
+        out.append('nested said: ' + shorten(message(lines[j])))
+    elif shown_at >= 0 and 'output above' in lines[i]:
+        # Not an Ansible run (tests/vm/vm.sh, upgrade.sh): the end of what it printed.
+        said = [unquote(line) for line in lines[shown_at + 1:task_at] if not top_level(line)]
+        said = [line for line in said if line.strip()]
+        if said:
+            out.append('its output ends: ' + shorten(' / '.join(said[-2:])))
+    return out
+
+
 def main(argv):
-    if len(argv) not in (2, 3):
-        sys.stderr.write('usage: python3 scripts/failure-excerpt.py LOG [MAX_LINES]\n')
+    args = argv[1:]
+    short = args[:1] == ['--brief']
+    if short:
+        args = args[1:]
+    if len(args) not in (1, 2):
+        sys.stderr.write('usage: python3 scripts/failure-excerpt.py [--brief] LOG [MAX_LINES]\n')
         return 2
-    max_lines = int(argv[2]) if len(argv) == 3 else 120
-    with open(argv[1], 'rb') as f:
+    max_lines = int(args[1]) if len(args) == 2 else 120
+    with open(args[0], 'rb') as f:
         lines = [ANSI.sub('', raw.decode('utf-8', 'replace').rstrip('\r\n')) for raw in f]
-    for line in excerpt(lines, max_lines):
+    for line in (brief(lines) if short else excerpt(lines, max_lines)):
         print('  | ' + line)
     return 0
 

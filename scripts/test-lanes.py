@@ -15,8 +15,10 @@ phase failed. docs/testing.md has the measured split.
 Each phase is `make PHASE`, its whole output in AEMOPS_CI_LOGS/PHASE.log (default
 .cache/ci-logs); this prints a line when each starts and ends, and at the end: the phase
 table (the set-up rows .ci/run wrote to phases.tsv first), the total against the budget,
-and for each failed phase the lines around its last failure (scripts/failure-excerpt.py),
-since CI shows only the end of a run.
+and for each failed phase the lines around its last failure (scripts/failure-excerpt.py)
+above the table, and its cause in brief (failure-excerpt.py --brief: the task, the scenario
+step, the message) below it, as the last lines of the run: CI shows only the last couple of
+dozen lines of a run, and stop 25's upgrade failure, excerpted above the table, was cut off.
 
 Environment: TEST_WORKERS (2; 1 runs the phases one after another), AEMOPS_CI_LOGS,
 AEMOPS_CI_START (epoch seconds the run started: .ci/run sets it, so that the total includes
@@ -182,6 +184,13 @@ def main(argv):
     print('==> total %ds (%d min %02d s): %s the budget of %ds (%d min)'
           % (total, total // 60, total % 60, verdict, budget, budget // 60))
     ran = len(rows) - len(setup)
+    # CI shows only the last couple of dozen lines of a run: the cause goes last, in brief.
+    for name in failed:
+        print('==> cause of %s (brief; the excerpt is above the table, the log in %s):'
+              % (name, os.path.join(logs, name + '.log')))
+        sys.stdout.flush()
+        subprocess.call([sys.executable, 'scripts/failure-excerpt.py', '--brief',
+                         os.path.join(logs, name + '.log')])
     if failed:
         print('FAILED phases: %s' % ' '.join(failed))
         print('phases: %d passed, %d failed' % (ran - len(failed), len(failed)))

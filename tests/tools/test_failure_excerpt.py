@@ -1,0 +1,171 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Tests for scripts/failure-excerpt.py, which tells a failed CI phase's cause (controller side).
+
+The logs are small inline copies of the shapes the phases print: molecule's default callback,
+the upgrade scenario's steps (tasks/step.yml prints a nested run's output, then fails),
+pytest's summary, a traceback, and the harness's own timeout message.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, 'scripts')
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location('aemops_' + name.replace('-', '_'), os.path.join(SCRIPTS, name + '.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+excerpt = _load('failure-excerpt')
+
+STEP_FAILED = '''\
+PLAY [Leg: upgrade to trixie] **************************************************
+
+TASK [Step: upgrade to trixie] *************************************************
+changed: [localhost]
+
+TASK [Output of: upgrade to trixie] ********************************************
+ok: [localhost] => {
+    "msg": [
+        "PLAY [Check] ***",
+        "TASK [Read the state] ***",
+        "fatal: [aemvm]: FAILED! => {\\"changed\\": false, \\"msg\\": \\"first, not the cause\\"}",
+        "...ignoring",
+        "TASK [Check the values] ***",
+        "fatal: [aemvm]: FAILED! => {\\"changed\\": false, \\"msg\\": \\"NVMe read-ahead 4096, expected 32\\"}",
+        "PLAY RECAP ***"
+    ]
+}
+
+TASK [Fail if this failed: upgrade to trixie] **********************************
+fatal: [localhost]: FAILED! => {"changed": false, "msg": "upgrade to trixie: exit code 2 (output above)"}
+
+PLAY RECAP *********************************************************************
+'''
+
+HARNESS_FAILED = '''\
+TASK [Output of: reboot on trixie] *********************************************
+ok: [localhost] => {
+    "msg": [
+        "vm.sh: waiting for ssh",
+        "vm.sh: timed out after 300 s waiting for: ssh answers; last seen: connection refused"
+    ]
+}
+
+TASK [Fail if this failed: reboot on trixie] ***********************************
+fatal: [localhost]: FAILED! => {"changed": false, "msg": "reboot on trixie: exit code 1 (output above)"}
+'''
+
+IGNORED_ONLY_THEN_ASSERT = '''\
+PLAY [Compare with the bullseye baseline] **************************************
+
+TASK [Probe] *******************************************************************
+fatal: [aemvm]: FAILED! => {"changed": false, "msg": "ignored one"}
+...ignoring
+
+TASK [Assert the host is back where bullseye started] **************************
+\x1b[0;31mfatal: [aemvm]: FAILED! => {"assertion": "a == b", "changed": false, "evaluated_to": false, "msg": "bullseye baseline x"}\x1b[0m
+'''
+
+
+def brief(text):
+    return excerpt.brief([excerpt.ANSI.sub('', line) for line in text.splitlines()])
+
+
+def test_brief_names_the_step_and_the_nested_cause():
+    assert brief(STEP_FAILED) == [
+        'task: Fail if this failed: upgrade to trixie',
+        'play: Leg: upgrade to trixie',
+        'said: upgrade to trixie: exit code 2 (output above)',
+        'nested task: Check the values',
+        'nested said: NVMe read-ahead 4096, expected 32',
+    ]
+
+
+def test_brief_ends_with_what_a_harness_step_printed_last():
+    out = brief(HARNESS_FAILED)
+    assert out[0] == 'task: Fail if this failed: reboot on trixie'
+    assert out[-1] == ('its output ends: vm.sh: waiting for ssh / vm.sh: timed out after 300 s waiting for: '
+                       'ssh answers; last seen: connection refused')
+
+
+def test_brief_skips_ignored_failures_and_colour():
+    assert brief(IGNORED_ONLY_THEN_ASSERT) == [
+        'task: Assert the host is back where bullseye started',
+        'play: Compare with the bullseye baseline',
+        'said: bullseye baseline x',
+    ]
+
+
+def test_brief_skips_an_ignored_failure_that_comes_after_the_cause():
+    """molecule's destroy runs after a failed converge; its ignored failures are not the cause."""
+    destroy = ('\nPLAY [Destroy] ***\n\nTASK [Collect the guest logs] ***\n'
+               'fatal: [localhost]: FAILED! => {"changed": false, "msg": "no guest"}\n...ignoring\n')
+    assert brief(IGNORED_ONLY_THEN_ASSERT + destroy)[-1] == 'said: bullseye baseline x'
+
+
+def test_brief_takes_the_nested_cause_from_the_failed_steps_own_output_only():
+    """An earlier step's output (a nested run that failed and was retried) is not this step's cause."""
+    assert brief(STEP_FAILED + HARNESS_FAILED)[-2:] == [
+        'said: reboot on trixie: exit code 1 (output above)',
+        'its output ends: vm.sh: waiting for ssh / vm.sh: timed out after 300 s waiting for: '
+        'ssh answers; last seen: connection refused',
+    ]
+
+
+def test_brief_names_the_exception_of_a_traceback():
+    text = 'start\nTraceback (most recent call last):\n  File "x.py", line 1, in <module>\n    f()\nValueError: bad value\nmore\n'
+    assert brief(text) == ['line 5: ValueError: bad value']
+
+
+def test_brief_lists_the_last_pytest_failures_with_their_lines():
+    text = 'FAILED tests/a.py::one - assert 1\nFAILED tests/a.py::two - x\n= 2 failed in 3s =\n'
+    assert brief(text) == ['line 1: FAILED tests/a.py::one - assert 1', 'line 2: FAILED tests/a.py::two - x']
+
+
+def test_brief_without_a_marker_shows_the_last_line():
+    assert brief('one\ntwo\n') == ['no failure marker in the log; its last line: two']
+
+
+def test_brief_shortens_long_messages():
+    long_msg = 'x' * 1000
+    out = brief('TASK [t] ***\nfatal: [h]: FAILED! => {"msg": "%s"}\n' % long_msg)
+    assert len(out[-1]) <= len('said: ') + excerpt.BRIEF_WIDTH
+    assert out[-1].endswith('[..]')
+
+
+def test_command_line_brief_is_the_last_lines_of_a_failed_run(tmp_path):
+    log = tmp_path / 'molecule-upgrade.log'
+    log.write_text(STEP_FAILED)
+    out = subprocess.check_output([sys.executable, os.path.join(SCRIPTS, 'failure-excerpt.py'), '--brief', str(log)])
+    assert out.decode().splitlines()[-1] == '  | nested said: NVMe read-ahead 4096, expected 32'
+
+
+def test_test_lanes_prints_the_cause_after_the_table(tmp_path):
+    """A failing phase through test-lanes.py: the cause is below the table, just above the verdict."""
+    makefile = tmp_path / 'Makefile'
+    makefile.write_text('boom:\n\t@printf \'TASK [t] ***\\nfatal: [h]: FAILED! => {"msg": "the cause"}\\n\'; exit 2\nfine:\n\t@true\n')
+    os.symlink(SCRIPTS, str(tmp_path / 'scripts'))
+    env = dict(os.environ, AEMOPS_CI_LOGS=str(tmp_path / 'logs'), TEST_WORKERS='1')
+    env.pop('AEMOPS_CI_START', None)
+    proc = subprocess.run([sys.executable, os.path.join(SCRIPTS, 'test-lanes.py'), 'fine', 'boom'], cwd=str(tmp_path),
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
+    lines = proc.stdout.decode().splitlines()
+    assert proc.returncode == 1
+    table = lines.index('==> phases (worker, result, start offset and length in seconds)')
+    cause = [i for i, line in enumerate(lines) if line.startswith('==> cause of boom')]
+    assert cause and cause[0] > table
+    assert lines[-4:] == ['  | task: t', '  | said: the cause', 'FAILED phases: boom', 'phases: 1 passed, 1 failed']
