@@ -62,6 +62,11 @@ CONFIGPARSER_SINCE = (2, 17)        # configobj replaced by configparser (commit
 CONDITIONAL_INCLUDE_SINCE = (2, 17)  # tuned/profiles/locator.py get_config: "-name" loads only if found (2cc251c)
 INLINE_COMMENT_SINCE = (2, 19)      # ConfigParser(inline_comment_prefixes=('#')) (commit 910ff51)
 MMC_SINCE = (2, 26)                 # plugin_disk accepts parents of subsystem mmc
+# A unit's priority: an option, merged like any other, before 2.23; from 2.23 an attribute of the unit
+# (tuned/profiles/unit.py, commit b10bafc) that merger.py did not copy, so a later profile re-declaring a unit
+# without replace kept the first one's priority; merged again from 2.26 (commit 94be52a, RHEL-94842; whether RHEL's
+# 2.24/2.25 builds carry that fix is not verified: the upstream version decides here).
+PRIORITY_NOT_MERGED = ((2, 23), (2, 26))
 DISK_PARENT_SUBSYSTEMS = ('scsi', 'virtio', 'xen')
 
 
@@ -558,7 +563,8 @@ def merge(chain, version=None):
     tuned/profiles/merger.py (the same from 2.11 to 2.25): a unit whose name is new, or that
     has a true ``replace``, replaces; otherwise ``type``, ``enabled`` and ``devices`` are reset
     to the later unit's values (or their defaults), ``devices_udev_regex`` only when it sets
-    one, ``drop`` (2.13+) removes inherited options, and options update.
+    one, ``drop`` (2.13+) removes inherited options, and options update; ``priority`` updates too,
+    except from 2.23 to 2.25, which keep the first declaration's (see :data:`PRIORITY_NOT_MERGED`).
     ``origins`` maps each option to the profile that set it, so a report can name where a
     value such as ``readahead=>4096`` comes from even when a child only narrowed the section.
     ``${name}`` references to ``[variables]`` are expanded as tuned does.
@@ -585,8 +591,12 @@ def merge(chain, version=None):
                 else:
                     units[units.index(unit)] = new
                 unit = by_name[section] = new
-            elif drop:
-                for option in re.split(r'\b\s*[,;]\s*', drop):
+            else:
+                if _priority_not_merged(version):
+                    opts.pop('priority', None)  # the first declaration's priority stays (2.23 to 2.25)
+                for option in re.split(r'\b\s*[,;]\s*', drop) if drop else ():
+                    if option == 'priority' and _since(version, PRIORITY_NOT_MERGED[0]):
+                        continue  # not an option from 2.23 on: drop= cannot remove it
                     unit['options'].pop(option, None)
                     unit['origins'].pop(option, None)
             unit['type'] = opts.pop('type', section)
@@ -598,6 +608,10 @@ def merge(chain, version=None):
             unit['origins'].update((k, profile['name']) for k in opts)
             unit['profile'] = profile['name']
     return units
+
+
+def _priority_not_merged(version):
+    return _since(version, PRIORITY_NOT_MERGED[0]) and not _since(version, PRIORITY_NOT_MERGED[1])
 
 
 def _expand_variables(value, variables, _depth=0):

@@ -1505,3 +1505,28 @@ def test_a_child_some_tuned_would_reject_or_misread_is_refused(host, options, wh
         tuned.plan_child(host.root, 'thp', [('thp', 'vm', options)])
     assert 'not valid for every tuned version' in str(info.value)
     assert why in str(info.value)
+
+
+# -- a unit's priority when a later profile re-declares the unit (issue 22) -------------------
+
+@pytest.mark.parametrize('version, kb', [
+    # v2.11.0-v2.22.0: tuned/profiles/unit.py keeps priority among the options; merger.py's options.update takes the
+    # later value, so [disk] sorts after [fast] (units/manager.py sorts instances by priority, stably).
+    (V2_11, 64), ((2, 20, 0), 64), ((2, 22, 0), 64),
+    # v2.23.0 (commit b10bafc): Unit pops priority into an attribute and merger.py does not copy it: [disk] keeps
+    # the stock declaration's (none: 0) and, first in the list, takes the disk.
+    ((2, 23, 0), 4096), ((2, 24, 0), 4096), (V2_25, 4096),
+    # v2.26.0 (commit 94be52a, "Fixed instance priority inheritance", RHEL-94842): merger.py copies it again.
+    ((2, 26, 0), 64), (None, 64),
+])
+def test_a_priority_re_declared_by_a_later_profile_by_version(bare, version, kb):
+    host = stock_host(bare, version or (2, 26, 0))
+    write_profile(host, 'site', '[main]\nsummary=site\n[disk]\npriority=10\n'
+                  '[fast]\ntype=disk\ndevices=sdb\nreadahead=64\n', '/etc/tuned')
+    units = tuned.effective_units(host.root, ['virtual-guest', 'site'], version)[0]
+    assert tuned.read_ahead_for_device(units, 'sdb', props('sdb'))['readahead']['kb'] == kb
+    # replace=1 makes a new unit with the later declaration: its priority counts on every version
+    write_profile(host, 'site', '[main]\nsummary=site\n[disk]\nreplace=1\npriority=10\nreadahead=>4096\n'
+                  '[fast]\ntype=disk\ndevices=sdb\nreadahead=64\n', '/etc/tuned')
+    units = tuned.effective_units(host.root, ['virtual-guest', 'site'], version)[0]
+    assert tuned.read_ahead_for_device(units, 'sdb', props('sdb'))['readahead']['kb'] == 64
