@@ -266,6 +266,17 @@ def _volume_errors(knobs):
     return errors
 
 
+def _resolved_knobs(knobs, resolved):
+    """Sweep knobs with values not given (None) as the page-size default they stand for (``resolved['sweep_values']``),
+    so that a record of the default list and one of the values left out compare equal."""
+    if not isinstance(knobs, dict):
+        return knobs
+    result = _normalise_sweep(knobs)
+    if result.get('values') is None:
+        result['values'] = resolved.get('sweep_values')
+    return result
+
+
 def recorded_sweep(facts, intent, resolved, text):
     """Whether the sweep result an earlier apply run recorded on the host (``text``, the JSON the role wrote to
     ``intent['sweep_record']``, or None when there is no such file) holds for this run.
@@ -288,7 +299,7 @@ def recorded_sweep(facts, intent, resolved, text):
     if read_ahead_error(kb, resolved.get('page_kb', 4)):
         return no('%s records no valid recommended_kb (%s)' % (path, json.dumps(kb)), record)
     knobs = record.get('knobs')
-    if not isinstance(knobs, dict) or _normalise_sweep(knobs) != intent.get('sweep'):
+    if not isinstance(knobs, dict) or _resolved_knobs(knobs, resolved) != _resolved_knobs(intent.get('sweep'), resolved):
         return no('the sweep recorded in %s was measured with other aem_tuning_sweep_* or aem_tuning_volume_* '
                   'settings than this run\'s' % path, record)
     targets = resolved.get('targets') or []

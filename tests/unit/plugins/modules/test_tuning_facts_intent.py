@@ -286,6 +286,17 @@ def test_auto_with_the_default_values_runs_on_a_64k_page_host(env, monkeypatch, 
         assert 'aem_tuning_sweep_values: 32: each value must be a whole number of KiB, a multiple of the 64' in result['msg']
 
 
+@pytest.mark.parametrize('recorded', [None, [4096, 1024, 256, 128, 64, 32, 16, 8]])
+def test_a_record_of_the_default_values_holds_whether_they_were_given_or_not(env, recorded):
+    # A record written before aem_tuning_sweep_values defaulted to null holds the list itself; one written since, null.
+    knobs = dict(KNOBS, values=None)
+    write_record(env, knobs=dict(knobs, values=recorded))
+    _result, facts = run({'intent': intent(read_ahead_kb='auto', sweep=knobs, sweep_record=SWEEP_FACT)})
+    assert facts['plan']['recorded_sweep']['usable'] is True
+    write_record(env, knobs=dict(knobs, values=[4096, 64]))
+    _result, facts = run({'intent': intent(read_ahead_kb='auto', sweep=knobs, sweep_record=SWEEP_FACT)}, failed=True)
+
+
 def test_a_backout_with_auto_ignores_the_record(env):
     # A record that does not hold must not stop a backout, nor a warning say it is used.
     write_record(env, stable_id={'key': 'ENV{DM_UUID}', 'value': 'LVM-another'})
