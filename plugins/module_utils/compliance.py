@@ -201,7 +201,8 @@ def sweep_errors(knobs, resolved):
         values = resolved.get('sweep_values')  # not given: the default for this kernel's page size (tuning_facts)
     if not isinstance(values, (list, tuple)) or not values:
         errors.append('aem_tuning_sweep_values must be a non-empty list of read_ahead_kb values, for example '
-                      '[4096, 1024, 256, 128, 64, 32, 16, 8].')
+                      '%s (or not set: the default for this page size).'
+                      % (resolved.get('sweep_values') or [4096, 1024, 256, 128, 64, 32, 16, 8]))
         values = []
     elif len(values) > SWEEP_MAX_VALUES:
         errors.append('aem_tuning_sweep_values has %d values: give at most %d, each costs 2 x '
