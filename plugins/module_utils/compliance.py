@@ -81,6 +81,18 @@ def default_read_ahead(page_kb):
     return {'kb': DEFAULT_READ_AHEAD_KB, 'why': '%d KiB: the default' % DEFAULT_READ_AHEAD_KB}
 
 
+def page_sweep_values(values, page_kb):
+    """Default read_ahead_kb values to measure, for a kernel with ``page_kb`` KiB pages: a value below one page
+    becomes one page (once), the order is kept. On x86_64 (4 KiB pages) the values are unchanged; on a 64 KiB page
+    kernel 32, 16 and 8 would each be refused as not a page multiple (the kernel stores whole pages)."""
+    out = []
+    for value in values:
+        value = max(value, page_kb)
+        if value not in out:
+            out.append(value)
+    return out
+
+
 def with_default(intent, page_kb):
     """(intent, chosen): the intent with the default read-ahead in place of none given (``read_ahead_kb`` None),
     and ``default_read_ahead``'s answer; (intent, None) when a value or ``auto`` was given."""
@@ -151,6 +163,8 @@ def _number(value, kind):
 
 def _normalise_sweep(knobs):
     result = dict(knobs)
+    if result.get('values') == '':
+        result['values'] = None  # not given (ansible-core before 2.19 may render none as ''): the page-aware default
     if isinstance(result.get('values'), (list, tuple)):
         result['values'] = [_number(v, int) for v in result['values']]
     for key in ('readers', 'duration', 'size_mb', 'volume_size_gb', 'iops'):
@@ -183,9 +197,12 @@ def sweep_errors(knobs, resolved):
         errors.append('aem_tuning_read_ahead_kb=auto measures on the AEM repository\'s filesystem, and no repository '
                       'path is a target here: set aem_tuning_paths, or give aem_tuning_read_ahead_kb a number.')
     values = knobs.get('values')
+    if values is None:
+        values = resolved.get('sweep_values')  # not given: the default for this kernel's page size (tuning_facts)
     if not isinstance(values, (list, tuple)) or not values:
         errors.append('aem_tuning_sweep_values must be a non-empty list of read_ahead_kb values, for example '
-                      '[4096, 1024, 256, 128, 64, 32, 16, 8].')
+                      '%s (or not set: the default for this page size).'
+                      % (resolved.get('sweep_values') or [4096, 1024, 256, 128, 64, 32, 16, 8]))
         values = []
     elif len(values) > SWEEP_MAX_VALUES:
         errors.append('aem_tuning_sweep_values has %d values: give at most %d, each costs 2 x '
@@ -250,6 +267,17 @@ def _volume_errors(knobs):
     return errors
 
 
+def _resolved_knobs(knobs, resolved):
+    """Sweep knobs with values not given (None) as the page-size default they stand for (``resolved['sweep_values']``),
+    so that a record of the default list and one of the values left out compare equal."""
+    if not isinstance(knobs, dict):
+        return knobs
+    result = _normalise_sweep(knobs)
+    if result.get('values') is None:
+        result['values'] = resolved.get('sweep_values')
+    return result
+
+
 def recorded_sweep(facts, intent, resolved, text):
     """Whether the sweep result an earlier apply run recorded on the host (``text``, the JSON the role wrote to
     ``intent['sweep_record']``, or None when there is no such file) holds for this run.
@@ -272,7 +300,7 @@ def recorded_sweep(facts, intent, resolved, text):
     if read_ahead_error(kb, resolved.get('page_kb', 4)):
         return no('%s records no valid recommended_kb (%s)' % (path, json.dumps(kb)), record)
     knobs = record.get('knobs')
-    if not isinstance(knobs, dict) or _normalise_sweep(knobs) != intent.get('sweep'):
+    if not isinstance(knobs, dict) or _resolved_knobs(knobs, resolved) != _resolved_knobs(intent.get('sweep'), resolved):
         return no('the sweep recorded in %s was measured with other aem_tuning_sweep_* or aem_tuning_volume_* '
                   'settings than this run\'s' % path, record)
     targets = resolved.get('targets') or []

@@ -246,11 +246,17 @@ def _why(chosen, best, threshold, tolerance_pct, pool, caps, excluded, all_noisy
 # ---------------------------------------------------------------------------------------------
 # The plan
 
+def default_sweep(page_kb=None):
+    """The values measured when none are given: DEFAULT_SWEEP for this kernel's page size (``page_kb``, else
+    compliance.page_kb_of()): on a 64 KiB page kernel, 4096, 1024, 256, 128 and 64."""
+    return compliance.page_sweep_values(DEFAULT_SWEEP, page_kb or compliance.page_kb_of())
+
+
 def validate(values, readers, duration, sequential_block_kb, timeout, timeline_interval=DEFAULT_TIMELINE_INTERVAL):
     """Check the sweep's own arguments; raise SweepError naming the option and the fix."""
     if not values:
         raise SweepError('sweep is empty: give the read_ahead_kb values to measure, for example %s.'
-                         % list(DEFAULT_SWEEP))
+                         % default_sweep())
     if len(values) > MAX_VALUES:
         raise SweepError('sweep has %d values: give at most %d, each one costs 2 x duration seconds.'
                          % (len(values), MAX_VALUES))
@@ -428,12 +434,14 @@ def restore(root, device, original_kb):
     return back
 
 
-def plan(root, path, values=DEFAULT_SWEEP, readers=DEFAULT_READERS, duration=DEFAULT_DURATION,
+def plan(root, path, values=None, readers=DEFAULT_READERS, duration=DEFAULT_DURATION,
          size_mb=DEFAULT_SIZE_MB, sequential_block_kb=DEFAULT_SEQUENTIAL_BLOCK_KB, timeout=DEFAULT_TIMEOUT,
          seed=probe.DEFAULT_SEED, caps=None, tolerance_pct=DEFAULT_TOLERANCE_PCT, statvfs=None, check_writable=True,
          timeline_interval=DEFAULT_TIMELINE_INTERVAL):
-    """Check everything that can be checked before the first write and return the plan (a dict)."""
-    values = [int(v) for v in values]
+    """Check everything that can be checked before the first write and return the plan (a dict).
+
+    ``values`` None: :func:`default_sweep`."""
+    values = [int(v) for v in (default_sweep() if values is None else values)]
     timeline_interval = float(timeline_interval or 0)
     validate(values, readers, duration, sequential_block_kb, timeout, timeline_interval)
     recommend([{'read_ahead_kb': 0, 'reads': 1, 'reads_per_s': 1.0}], None, tolerance_pct)  # checks the tolerance

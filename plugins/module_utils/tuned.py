@@ -11,7 +11,7 @@ active profile list (and the post-loaded profile), each profile's ``include=`` c
 them (later wins, same-named sections merge, ``replace=1`` drops the inherited section,
 ``enabled=false`` disables an instance) and answers: which ``[disk]`` instance takes a device,
 and what read-ahead it sets. Where tuned's loader differs between releases (include splitting,
-a profile loaded twice, booleans, comments, post_loaded_profile, NVMe), the rules of the
+a profile loaded twice, booleans, the profile parser, post_loaded_profile, NVMe), the rules of the
 installed version apply; ``version=None`` means the newest rules. See the ``*_SINCE`` constants.
 
 Facts encoded here (sources in docs/ and the research notes):
@@ -62,6 +62,11 @@ CONFIGPARSER_SINCE = (2, 17)        # configobj replaced by configparser (commit
 CONDITIONAL_INCLUDE_SINCE = (2, 17)  # tuned/profiles/locator.py get_config: "-name" loads only if found (2cc251c)
 INLINE_COMMENT_SINCE = (2, 19)      # ConfigParser(inline_comment_prefixes=('#')) (commit 910ff51)
 MMC_SINCE = (2, 26)                 # plugin_disk accepts parents of subsystem mmc
+# A unit's priority: an option, merged like any other, before 2.23; from 2.23 an attribute of the unit
+# (tuned/profiles/unit.py, commit b10bafc) that merger.py did not copy, so a later profile re-declaring a unit
+# without replace kept the first one's priority; merged again from 2.26 (commit 94be52a, RHEL-94842; whether RHEL's
+# 2.24/2.25 builds carry that fix is not verified: the upstream version decides here).
+PRIORITY_NOT_MERGED = ((2, 23), (2, 26))
 DISK_PARENT_SUBSYSTEMS = ('scsi', 'virtio', 'xen')
 
 
@@ -177,52 +182,215 @@ def no_profile_reason(root):
     return None
 
 
-def _strip_inline_comment(value, version):
-    """A value as tuned's parser leaves it.
+# How tuned's loader parses a profile, by version (tuned/profiles/loader.py ``_load_config_data`` at the tags named):
+#
+# * before 2.17 configobj (``raise_errors=True, list_values=False, interpolation=False``; python-configobj 4.7.2
+#   on RHEL 7, 5.0.6 on Debian 11, same parser): ``=`` is the only delimiter, only ``#`` starts a comment line,
+#   indentation means nothing, a repeated section or key is an error (DuplicateError), a value may be
+#   triple-quoted over several lines, an unquoted value ends at a ``#`` after its first character;
+# * 2.17 and 2.18 Python's ``ConfigParser()`` with its defaults: ``=`` and ``:`` delimit (the first of either),
+#   ``#`` and ``;`` start comment lines, no inline comments, strict (a repeated section or key in the file is an
+#   error), a line indented deeper than the key line before it continues that value, ``[DEFAULT]`` options
+#   appear in every section;
+# * 2.19 ``delimiters=('='), inline_comment_prefixes=('#')`` (commit 910ff51): ``:`` is no delimiter, and a
+#   ``#`` at the start of the line or after whitespace starts a comment; still strict (its errors are not even
+#   caught by the loader until 69e46a3 in 2.20: the load fails with a traceback);
+# * from 2.20 ``strict=False`` (commit 11e9929): a repeated section merges, a repeated key's last value wins.
+EQUALS_ONLY_SINCE = (2, 19)         # ConfigParser(delimiters=('=')) (commit 910ff51)
+DUPLICATES_MERGE_SINCE = (2, 20)    # ConfigParser(strict=False) (commit 11e9929)
+# Versions that stand for each parser above, for checks that the child reads the same everywhere.
+PARSER_ERAS = ((2, 11, 0), (2, 17, 0), (2, 19, 0), (2, 20, 0))
 
-    Before 2.17 (configobj, ``list_values=False``) an unquoted value ends at the first ``#``
-    after its first character, whitespace before it dropped; a quoted value keeps its quotes.
-    2.17 and 2.18 (configparser without inline comments) keep ``#``. From 2.19 a ``#``
-    preceded by whitespace starts a comment.
+_COBJ_SECTION = re.compile(r'''^(\s*)((?:\[\s*)+)((?:"\s*\S.*?\s*")|(?:'\s*\S.*?\s*')|(?:[^'"\s].*?))((?:\s*\])+)\s*(\#.*)?$''')
+_COBJ_KEYWORD = re.compile(r'''^(\s*)((?:".*?")|(?:'.*?')|(?:[^'"=].*?))\s*=\s*(.*)$''')
+_COBJ_VALUE = re.compile(r'''^((?:".*?")|(?:'.*?')|(?:[^'"\#].*?)|(?:))\s*(\#.*)?$''')
+_CP_SECTION = re.compile(r'\[(?P<header>[^]]+)\]')  # Python <= 3.9 (RHEL 8, 9); 3.10+ allows ']' inside
+
+
+def _error(path, number, raw, what, why):
+    return TunedProfileError('%s line %d: %s, got %r (%s).' % (path, number, what, raw, why))
+
+
+def _unquote(text):
+    return text[1:-1] if len(text) > 1 and text[0] == text[-1] and text[0] in ('"', "'") else text
+
+
+def _parse_configobj(lines, path):
+    """tuned before 2.17: configobj as its loader calls it (described above)."""
+    sections = []
+    current = None
+    index = 0
+    while index < len(lines):
+        raw = lines[index]
+        index += 1
+        number = index
+        if not raw.strip() or raw.strip().startswith('#'):
+            continue
+        m = _COBJ_SECTION.match(raw)
+        if m:
+            depth = m.group(2).count('[')
+            if depth != m.group(4).count(']') or depth != 1:
+                # a [[subsection]] is a dict where tuned's loader expects text: the load fails
+                raise _error(path, number, raw, 'malformed section header',
+                             'nested or unbalanced brackets: tuned before 2.17 fails to load it')
+            name = _unquote(m.group(3))
+            if any(name == s[0] for s in sections):
+                raise _error(path, number, raw, 'section [%s] given twice' % name,
+                             'tuned before 2.17 rejects that: configobj DuplicateError')
+            current = (name, [])
+            sections.append(current)
+            continue
+        m = _COBJ_KEYWORD.match(raw)
+        if not m:
+            what = 'malformed section header' if raw.strip().startswith('[') else 'expected key=value'
+            raise _error(path, number, raw, what, 'tuned before 2.17 rejects it: only "=" delimits, and only "#" '
+                         'starts a comment line')
+        key, value = _unquote(m.group(2)), m.group(3)
+        if value[:3] in ('"""', "'''"):
+            quote = value[:3]
+            single = re.match(r'^%s(.*?)%s\s*(#.*)?$' % (quote, quote), value)
+            if single:
+                value = single.group(1)
+            elif quote in value[3:]:
+                raise _error(path, number, raw, 'malformed triple-quoted value', 'tuned before 2.17 rejects it')
+            else:
+                text = value[3:]
+                while index < len(lines) and quote not in lines[index]:
+                    text += '\n' + lines[index]
+                    index += 1
+                last = re.match(r'^(.*?)%s\s*(#.*)?$' % quote, lines[index]) if index < len(lines) else None
+                if last is None:
+                    raise _error(path, number, raw, 'unterminated triple-quoted value', 'tuned before 2.17 rejects it')
+                value = text + '\n' + last.group(1)
+                index += 1
+        else:
+            m = _COBJ_VALUE.match(value)
+            if not m:
+                raise _error(path, number, raw, 'malformed quoted value', 'tuned before 2.17 rejects it')
+            value = m.group(1)
+        if current is None:
+            raise _error(path, number, raw, 'key=value outside any [section]', 'tuned before 2.17 rejects it')
+        if any(key == k for k, _v in current[1]):
+            raise _error(path, number, raw, 'key %s given twice in [%s]' % (key, current[0]),
+                         'tuned before 2.17 rejects that: configobj DuplicateError')
+        current[1].append((key, value))
+    return sections
+
+
+def _cp_comment_start(raw, inline):
+    """Where Python's configparser cuts a line: a full-line ``#``/``;`` comment, or (``inline``) a ``#`` at the
+    start or after whitespace; None when nothing is cut."""
+    if raw.strip()[:1] in ('#', ';'):
+        return 0
+    if inline:
+        for m in re.finditer('#', raw):
+            if m.start() == 0 or raw[m.start() - 1].isspace():
+                return m.start()
+    return None
+
+
+def _parse_configparser(lines, path, version):
+    """tuned 2.17 and later: Python 3's ``configparser.ConfigParser`` with the arguments of ``version`` (above).
+
+    Returns the sections as ``sections()`` and ``options(s)``/``get(s, o, raw=True)`` give them: in first-seen
+    order, continuation lines joined with newlines, ``[DEFAULT]`` options appended to every other section.
     """
-    if not _since(version, CONFIGPARSER_SINCE):
-        if value[:1] in ('"', "'"):
-            end = value.find(value[0], 1)
-            return value[:end + 1] if end > 0 else value
-        if value.startswith('#'):
-            return ''
-        m = re.match(r'^(.)(.*?)\s*(#.*)?$', value)
-        return (m.group(1) + m.group(2)) if m else value
-    if not _since(version, INLINE_COMMENT_SINCE):
-        return value
-    m = re.search(r'\s#', value)
-    return value[:m.start()].rstrip() if m else value
+    era = 'tuned %s' % _vtext(version)
+    equals_only = _since(version, EQUALS_ONLY_SINCE)
+    strict = not _since(version, DUPLICATES_MERGE_SINCE)
+    inline = _since(version, INLINE_COMMENT_SINCE)
+    option = re.compile(r'(?P<option>.*?)\s*(?P<vi>%s)\s*(?P<value>.*)$' % ('=' if equals_only else '=|:'))
+    sections = []       # [name, [[key, [value lines]], ...]]
+    by_name = {}
+    defaults = ['DEFAULT', []]
+    seen = set()
+    current = None
+    key = None
+    indent_level = 0
+    for number, raw in enumerate(lines, 1):
+        start = _cp_comment_start(raw, inline)
+        value = raw[:start].strip()
+        if not value:
+            if start is None and current is not None and key is not None:
+                key[1].append('')   # an empty line inside a value is kept (empty_lines_in_values)
+            continue
+        indent = len(raw) - len(raw.lstrip())
+        if current is not None and key is not None and indent > indent_level:
+            key[1].append(value)   # a continuation line
+            continue
+        indent_level = indent
+        m = _CP_SECTION.match(value)
+        if m:
+            name = m.group('header')
+            if name == 'DEFAULT':
+                current = defaults
+            elif name in by_name:
+                if strict and name in seen:
+                    raise _error(path, number, raw, 'section [%s] given twice' % name,
+                                 '%s rejects that: strict configparser; from 2.20 the sections merge' % era)
+                current = by_name[name]
+            else:
+                current = by_name[name] = [name, []]
+                sections.append(current)
+            seen.add(name)
+            key = None
+            continue
+        what = 'malformed section header' if value.startswith('[') else 'key=value outside any [section]'
+        if current is None:
+            raise _error(path, number, raw, what, '%s rejects it: configparser MissingSectionHeaderError' % era)
+        m = option.match(value)
+        if not m or not m.group('option'):
+            what = 'malformed section header' if value.startswith('[') else 'expected key=value'
+            raise _error(path, number, raw, what, '%s rejects it: configparser ParsingError%s'
+                         % (era, '' if equals_only else '; "=" or ":" delimits'))
+        name = m.group('option').rstrip()
+        if strict and (current[0], name) in seen:
+            raise _error(path, number, raw, 'key %s given twice in [%s]' % (name, current[0]),
+                         '%s rejects that: strict configparser; from 2.20 the last value wins' % era)
+        seen.add((current[0], name))
+        key = [name, [m.group('value').strip()]]
+        for i, (existing, _lines) in enumerate(current[1]):
+            if existing == name:
+                current[1][i] = key
+                break
+        else:
+            current[1].append(key)
+    result = []
+    for name, options in sections:
+        own = [(k, '\n'.join(v).rstrip()) for k, v in options]
+        names = set(k for k, _v in own)
+        result.append((name, own + [(k, '\n'.join(v).rstrip()) for k, v in defaults[1] if k not in names]))
+    return result
 
 
 def parse_conf(text, path='tuned.conf', version=None):
-    """Parse tuned.conf text into an ordered list of (section, [(key, value), ...]).
+    """Parse tuned.conf text into an ordered list of (section, [(key, value), ...]) as tuned ``version`` does.
 
-    Comments follow the parser of tuned ``version`` (see :func:`_strip_inline_comment`).
+    The parser of that version (configobj before 2.17, then configparser with the arguments of each release;
+    see above) decides what is a comment, a delimiter, a continued value, and whether a repeated section or key
+    is an error. A file that version rejects raises :class:`TunedProfileError`: tuned then loads no profile.
     """
-    sections = []
-    current = None
-    for number, raw in enumerate((text or '').splitlines(), 1):
-        line = raw.strip()
-        if not line or line.startswith('#') or line.startswith(';'):
-            continue
-        if line.startswith('['):
-            if not line.endswith(']') or len(line) < 3:
-                raise TunedProfileError('%s line %d: malformed section header %r.' % (path, number, raw))
-            current = (line[1:-1].strip(), [])
-            sections.append(current)
-            continue
-        if '=' not in line:
-            raise TunedProfileError('%s line %d: expected key=value, got %r.' % (path, number, raw))
-        if current is None:
-            raise TunedProfileError('%s line %d: %r is outside any [section].' % (path, number, raw))
-        key, value = line.split('=', 1)
-        current[1].append((key.strip(), _strip_inline_comment(value.strip(), version)))
-    return sections
+    lines = (text or '').splitlines()
+    if not _since(version, CONFIGPARSER_SINCE):
+        return _parse_configobj(lines, path)
+    return _parse_configparser(lines, path, version)
+
+
+def check_every_parser(text, path):
+    """Raise :class:`TunedProfileError` unless every tuned parser (:data:`PARSER_ERAS`) reads ``text`` the same.
+
+    The collection writes its child once for whatever tuned the host has now or after an upgrade (RHEL 7 to 10).
+    """
+    first = None
+    for era in PARSER_ERAS:
+        try:
+            sections = parse_conf(text, path, era)
+        except TunedProfileError as e:
+            raise TunedProfileError('the profile would be rejected by tuned %s: %s' % (_vtext(era), e))
+        if first is not None and sections != first[1]:
+            raise TunedProfileError('%s would be read differently by tuned %s and tuned %s.'
+                                    % (path, _vtext(first[0]), _vtext(era)))
+        first = first or (era, sections)
 
 
 def profile_dirs(root):
@@ -395,7 +563,8 @@ def merge(chain, version=None):
     tuned/profiles/merger.py (the same from 2.11 to 2.25): a unit whose name is new, or that
     has a true ``replace``, replaces; otherwise ``type``, ``enabled`` and ``devices`` are reset
     to the later unit's values (or their defaults), ``devices_udev_regex`` only when it sets
-    one, ``drop`` (2.13+) removes inherited options, and options update.
+    one, ``drop`` (2.13+) removes inherited options, and options update; ``priority`` updates too,
+    except from 2.23 to 2.25, which keep the first declaration's (see :data:`PRIORITY_NOT_MERGED`).
     ``origins`` maps each option to the profile that set it, so a report can name where a
     value such as ``readahead=>4096`` comes from even when a child only narrowed the section.
     ``${name}`` references to ``[variables]`` are expanded as tuned does.
@@ -422,8 +591,12 @@ def merge(chain, version=None):
                 else:
                     units[units.index(unit)] = new
                 unit = by_name[section] = new
-            elif drop:
-                for option in re.split(r'\b\s*[,;]\s*', drop):
+            else:
+                if _priority_not_merged(version):
+                    opts.pop('priority', None)  # the first declaration's priority stays (2.23 to 2.25)
+                for option in re.split(r'\b\s*[,;]\s*', drop) if drop else ():
+                    if option == 'priority' and _since(version, PRIORITY_NOT_MERGED[0]):
+                        continue  # not an option from 2.23 on: drop= cannot remove it
                     unit['options'].pop(option, None)
                     unit['origins'].pop(option, None)
             unit['type'] = opts.pop('type', section)
@@ -435,6 +608,10 @@ def merge(chain, version=None):
             unit['origins'].update((k, profile['name']) for k in opts)
             unit['profile'] = profile['name']
     return units
+
+
+def _priority_not_merged(version):
+    return _since(version, PRIORITY_NOT_MERGED[0]) and not _since(version, PRIORITY_NOT_MERGED[1])
 
 
 def _expand_variables(value, variables, _depth=0):
@@ -734,7 +911,8 @@ def plan_child(root, owner, new_sections, version=None, state=None):
     None means the file goes away (no owner has sections left); ``activate`` is the profile
     list to switch to (or None when it is already active as planned); ``restore`` the list
     without ours on removal. ``conflicts`` lists where another loaded profile sets what we set
-    (see :func:`child_conflicts`). A planned list that tuned ``version`` cannot load is an error.
+    (see :func:`child_conflicts`). A planned list that tuned ``version`` cannot load is an error, and so is a
+    child that some tuned parser (:data:`PARSER_ERAS`) would reject or read differently.
 
     Coexistence with linux-system-roles kernel_settings (library/kernel_settings.py,
     ``update_current_profile_and_mode``: appends ``kernel_settings`` when it is missing and sets
@@ -760,6 +938,15 @@ def plan_child(root, owner, new_sections, version=None, state=None):
         raise TunedProfileError('tuned has no active profile to build on (%s is empty). Activate one first, '
                                 'for example: tuned-adm profile virtual-guest.' % ACTIVE_PROFILE_FILE)
     result['after'] = render_child(baseline, parents, sections)
+    try:
+        # Written once, read by whatever tuned the host has now or after an upgrade: every parser must agree.
+        check_every_parser(result['after'], path)
+    except TunedProfileError as e:
+        message = 'the planned child profile is not valid for every tuned version: %s' % e
+        if new_sections:
+            raise TunedProfileError(message)
+        result['load_error'] = message
+        return result
     target = desired_active(parents)
     off = no_profile_reason(root)
     if off:

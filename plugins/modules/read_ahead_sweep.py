@@ -48,11 +48,13 @@ options:
     required: true
   sweep:
     description:
-      - The C(read_ahead_kb) values to measure, in this order. Multiples of the page size (4 KiB) from 0 to 65536,
-        each once, at most 32.
+      - The C(read_ahead_kb) values to measure, in this order. Multiples of the page size (4 KiB on x86_64) from 0
+        to 65536, each once, at most 32.
+      - Not given, V([4096, 1024, 256, 128, 64, 32, 16, 8]) with the values below the page size of the host's kernel
+        left out, so that each is a page multiple (V([4096, 1024, 256, 128, 64]) on a 64 KiB page kernel, RHEL 9's
+        aarch64 C(kernel-64k) and RHEL 8 on aarch64).
     type: list
     elements: int
-    default: [4096, 1024, 256, 128, 64, 32, 16, 8]
   readers:
     description:
       - Concurrent reader threads of the random phase, 1 to 64.
@@ -273,7 +275,7 @@ recovered:
   returned: always except on failure
   type: dict
 sweep:
-  description: O(sweep).
+  description: The values measured, O(sweep) or its default for the page size.
   returned: success, not recover
   type: list
   elements: int
@@ -417,7 +419,7 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             path=dict(type='path', required=True),
-            sweep=dict(type='list', elements='int', default=list(sweep.DEFAULT_SWEEP)),
+            sweep=dict(type='list', elements='int'),
             readers=dict(type='int', default=sweep.DEFAULT_READERS),
             duration=dict(type='int', default=sweep.DEFAULT_DURATION),
             size_mb=dict(type='int', default=sweep.DEFAULT_SIZE_MB),

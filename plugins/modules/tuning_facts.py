@@ -151,8 +151,9 @@ ansible_facts:
           C(set_by) (what explains the current value, a tuned instance, the collection's udev rule or the kernel's
           rule, or null).
         - With O(intent), also C(plan) (C(targets), the chosen repository paths; C(devices), each given device's
-          kernel name; C(underlying); C(page_kb); C(read_ahead_default), with C(kb) and C(why), when the intent gave
-          no C(read_ahead_kb); C(warnings)) and C(compliance) (C(misses), a list of
+          kernel name; C(underlying); C(page_kb); C(sweep_values), the values a sweep measures when none are given
+          (the defaults of M(aemops.os_tuning.read_ahead_sweep) for this page size); C(read_ahead_default), with
+          C(kb) and C(why), when the intent gave no C(read_ahead_kb); C(warnings)) and C(compliance) (C(misses), a list of
           C(subject), C(kind), C(message); C(compliant); C(tuned_verify) with C(rc), C(passed), C(failures),
           C(summary), or null when not run).
         - With an O(intent) of state present, also C(readers), the running processes that read the targets with
@@ -178,7 +179,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    blockdev, bootloader, compliance, files, kernel_readahead, readers, runstate, thp, tuned, udev_rules)
+    blockdev, bootloader, compliance, files, kernel_readahead, readers, runstate, sweep, thp, tuned, udev_rules)
 
 ROOT = '/'
 SKIP_PREFIXES = ('ram', 'zram', 'sr', 'fd')
@@ -383,8 +384,9 @@ def resolve_intent(root, intent, path_facts):
     if intent.get('underlying'):
         for name in [path_facts[p]['device'] for p in targets] + [n for n in devices.values() if n]:
             underlying[name] = blockdev.underlying_disks(root, name)
+    page_kb = compliance.page_kb_of()
     return {'targets': targets, 'devices': devices, 'device_errors': device_errors, 'underlying': underlying,
-            'page_kb': compliance.page_kb_of(), 'errors': errors, 'warnings': warnings}
+            'page_kb': page_kb, 'sweep_values': sweep.default_sweep(page_kb), 'errors': errors, 'warnings': warnings}
 
 
 def read_snapshot(root, path):

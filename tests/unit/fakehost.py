@@ -34,6 +34,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
+import fnmatch
 import hashlib
 import os
 import re
@@ -230,6 +231,9 @@ class FakeHost(object):
         ctrl = '/sys/devices/pci0000:00/0000:00:1f.0/nvme/nvme%s' % name[4:].split('n')[0]
         self.write(ctrl + '/serial', serial.ljust(20) + '\n')
         self.write(ctrl + '/model', model.ljust(40) + '\n')
+        # the controller is a device of class nvme (drivers/nvme/host/core.c: its uevent names the transport)
+        self.write(ctrl + '/uevent', 'MAJOR=243\nMINOR=%s\nDEVNAME=%s\nNVME_TRTYPE=pcie\n'
+                   % (name[4:].split('n')[0], os.path.basename(ctrl)))
         devdir = '%s/%s' % (ctrl, name)
         self._register(name, devdir, majmin, whole=True)
         self.symlink(devdir + '/device', '..')
@@ -883,7 +887,9 @@ sys.exit({'grubby': grubby, 'rpm': rpm, 'grub2-editenv': editenv}[TOOL]())
 #
 #   lvs, lvchange       the LVM read-ahead held in ``lvm`` (``add_lv``); lvchange also sets the
 #                       LV's read_ahead_kb as LVM does on an active LV
-#   udevadm             succeeds (the rules file is what the tests look at)
+#   udevadm             control and settle succeed; trigger runs the rules files on the block devices it
+#                       matches when udevd runs (/run/udev/control), as systemd's udevd does for the keys
+#                       the collection's rules use (``udev_event`` and the comment above it)
 #   tuned-adm           --version (``tuned_version``, on stderr when ``tuned_python2``), off (empties
 #                       active_profile, mode manual, as controller.py disable() does), verify
 #                       (``verify_rc``), profile (switches active_profile, mode manual; sets THP
@@ -934,6 +940,7 @@ class FakeTools(object):
         self.tuned_sets_enabled = None
         self.verify_rc = 0
         self.grubby_version = None
+        self.udev_unmodelled = []  # rules udev_event skipped: a match key it does not model
         # the menu grub2-mkconfig/update-grub write: (kernel line command, kernels)
         self.menus = {'grub2-mkconfig': ('linux16', ['3.10.0-1160.el7.x86_64']),
                       'update-grub': ('linux', ['6.1.0-18-amd64'])}
@@ -1054,7 +1061,170 @@ class FakeTools(object):
         return 0
 
     def _udevadm(self, args):
+        """``udevadm control --reload``, ``trigger`` and ``settle``, as the collection runs them (see UDEV_RULES_DIRS).
+
+        ``trigger [--action=A] [--subsystem-match=S]... [--sysname-match=GLOB]...`` sends the event to every matching
+        block device and, when udevd runs (``/run/udev/control`` exists), runs the rules files on it as
+        :meth:`udev_event` does; without udevd the events are not processed. ``control`` and ``settle`` succeed.
+        """
+        if args[:1] in (['control'], ['settle']):
+            return 0, '', ''
+        if args[:1] != ['trigger']:
+            return 64, '', 'fake udevadm: only control, trigger and settle are modelled, not %r\n' % (args,)
+        action, subsystems, sysnames = 'change', [], []
+        for arg in args[1:]:
+            key, _sep, value = arg.partition('=')
+            if key in ('--action', '-c'):
+                action = value
+            elif key in ('--subsystem-match', '-s'):
+                subsystems.append(value)
+            elif key in ('--sysname-match', '-y'):
+                sysnames.append(value)
+            else:
+                return 64, '', 'fake udevadm trigger: %s is not modelled\n' % arg
+        if subsystems and 'block' not in subsystems:
+            return 0, '', ''  # only block devices are in the fake tree
+        if not self.host.exists('/run/udev/control'):
+            return 0, '', ''  # the kernel sends the uevents; no udevd processes them
+        names = sorted(os.listdir(self.host.path('/sys/class/block')))
+        for name in names:
+            if not sysnames or any(fnmatch.fnmatchcase(name, glob) for glob in sysnames):
+                self.udev_event(name, action)
         return 0, '', ''
+
+    # -- udevd's rule processing ---------------------------------------------------------------
+    # The rules files in the order udevd reads them, and the subset of the rule language the collection and the
+    # tests use, as systemd's udev(7) documents it (man/udev.xml: rules directories, lexical order and masking,
+    # parent keys on one device, trailing whitespace, globs and '|') and src/udev/udev-rules.c implements it
+    # (token_match_attr, token_match_string with fnmatch(3) flags 0). Both were read at systemd's current sources,
+    # not at a RHEL tag; these parts of the language are documented the same for RHEL 7's v219 to v257:
+    #
+    # * files: every ``*.rules`` of the directories below, sorted by file name; a name in an earlier directory
+    #   masks the same name in a later one;
+    # * a rule is one line of comma-separated ``KEY op "value"`` (a line ending in ``\`` continues); its match
+    #   keys are all tested before its assignments are made (the parser sorts match tokens first);
+    # * ``==``/``!=`` values: ``|`` separates alternatives, each a glob (fnmatch(3) with no flags) or plain text;
+    # * ACTION, SUBSYSTEM, KERNEL, DEVPATH: the event device; ``ENV{K}``: its properties (the uevent file, the udev
+    #   database, and earlier ``ENV{K}=`` assignments of this event; a missing one is the empty string);
+    # * ``ATTR{file}``: the event device's sysfs attribute, trailing whitespace dropped unless the match value ends
+    #   in whitespace; an attribute that cannot be read matches neither ``==`` nor ``!=`` (token_match_attr);
+    # * ``ATTRS{file}``, KERNELS, SUBSYSTEMS: the device or one of its parents, walking up; all of them must
+    #   match on the same device; a parent is a directory with a ``uevent`` file (sd-device) or, in this fake's
+    #   trees, a ``subsystem`` link;
+    # * assignments: ``ATTR{file}="v"`` writes the event device's attribute, ``ENV{K}="v"`` sets a property; the
+    #   others (RUN, SYMLINK, OPTIONS, GOTO, LABEL, ...) are not run. A rule with a match key not listed here is
+    #   skipped and recorded in ``udev_unmodelled``.
+    UDEV_RULES_DIRS = ('/etc/udev/rules.d', '/run/udev/rules.d', '/usr/local/lib/udev/rules.d', '/usr/lib/udev/rules.d',
+                       '/lib/udev/rules.d')
+    _UDEV_TOKEN = re.compile(r'\s*(?P<key>[A-Z_]+)(?:\{(?P<attr>[^}]*)\})?\s*(?P<op>==|!=|\+=|-=|:=|=)\s*"(?P<value>[^"]*)"\s*(?:,|$)')
+    _UDEV_SELF_KEYS = ('ACTION', 'SUBSYSTEM', 'KERNEL', 'DEVPATH', 'ENV', 'ATTR')
+    _UDEV_PARENT_KEYS = ('ATTRS', 'KERNELS', 'SUBSYSTEMS')
+
+    def udev_rules(self):
+        """[(file, line number, [(key, attr, op, value)])] in the order udevd runs them."""
+        chosen = {}
+        for directory in reversed(self.UDEV_RULES_DIRS):
+            full = self.host.path(directory)
+            for name in (sorted(os.listdir(full)) if os.path.isdir(full) else []):
+                if name.endswith('.rules') and os.path.isfile(os.path.join(full, name)):
+                    chosen[name] = directory + '/' + name
+        rules = []
+        for name in sorted(chosen):
+            lines = self.host.read(chosen[name]).split('\n')
+            number = 0
+            while number < len(lines):
+                start = number + 1
+                line = lines[number]
+                number += 1
+                while line.endswith('\\') and number < len(lines):
+                    line = line[:-1] + lines[number]
+                    number += 1
+                if not line.strip() or line.strip().startswith('#'):
+                    continue
+                tokens = [(m.group('key'), m.group('attr'), m.group('op'), m.group('value'))
+                          for m in self._UDEV_TOKEN.finditer(line)]
+                rules.append((chosen[name], start, tokens))
+        return rules
+
+    @staticmethod
+    def _udev_value_matches(pattern, value):
+        return any(fnmatch.fnmatchcase(value, alternative) for alternative in pattern.split('|'))
+
+    def _udev_match(self, op, pattern, value):
+        if value is None:
+            return False
+        if not pattern[-1:].isspace():
+            value = value.rstrip()
+        return self._udev_value_matches(pattern, value) == (op == '==')
+
+    def _udev_attr(self, devdir, attr):
+        full = self.host.path(devdir + '/' + attr)
+        if not os.path.isfile(full):
+            return None
+        with open(full) as f:
+            return f.read()
+
+    def _udev_parents(self, devdir):
+        """The event device, then each parent device up to /sys/devices (see above)."""
+        current = devdir
+        while current.startswith('/sys/devices/'):
+            full = self.host.path(current)
+            if current == devdir or os.path.isfile(full + '/uevent') or os.path.islink(full + '/subsystem'):
+                yield current
+            current = os.path.dirname(current)
+
+    def _udev_properties(self, name, devdir, action):
+        props = {'ACTION': action, 'SUBSYSTEM': 'block', 'DEVPATH': devdir[len('/sys'):]}
+        for line in (self._udev_attr(devdir, 'uevent') or '').splitlines():
+            key, _sep, value = line.partition('=')
+            props[key] = '/dev/' + value if key == 'DEVNAME' else value
+        majmin = (self._udev_attr(devdir, 'dev') or '').strip()
+        if self.host.exists('/run/udev/data/b%s' % majmin):
+            for line in self.host.read('/run/udev/data/b%s' % majmin).splitlines():
+                if line.startswith('E:'):
+                    key, _sep, value = line[2:].partition('=')
+                    props[key] = value
+        return props
+
+    def udev_event(self, name, action='change'):
+        """udevd processing one uevent of block device ``name``: the rules run and their assignments are made."""
+        devdir = self.host._devdir(name)
+        props = self._udev_properties(name, devdir, action)
+        for path, number, tokens in self.udev_rules():
+            matches = [t for t in tokens if t[2] in ('==', '!=')]
+            if any(t[0] not in self._UDEV_SELF_KEYS + self._UDEV_PARENT_KEYS for t in matches):
+                self.udev_unmodelled.append('%s:%d' % (path, number))
+                continue
+            own = {'ACTION': action, 'SUBSYSTEM': 'block', 'KERNEL': name, 'DEVPATH': props['DEVPATH']}
+            ok = True
+            for key, attr, op, value in matches:
+                if key == 'ENV':
+                    ok = ok and self._udev_match(op, value, props.get(attr, ''))
+                elif key == 'ATTR':
+                    ok = ok and self._udev_match(op, value, self._udev_attr(devdir, attr))
+                elif key in own:
+                    ok = ok and self._udev_match(op, value, own[key])
+            parents = [t for t in matches if t[0] in self._UDEV_PARENT_KEYS]
+            if ok and parents:
+                ok = any(all(self._udev_match(op, value, self._udev_parent_value(parent, key, attr, devdir))
+                             for key, attr, op, value in parents) for parent in self._udev_parents(devdir))
+            if not ok:
+                continue
+            for key, attr, op, value in tokens:
+                if op in ('=', ':=') and key == 'ATTR':
+                    self.host.write(devdir + '/' + attr, value)
+                elif op in ('=', ':=') and key == 'ENV':
+                    props[attr] = value
+
+    def _udev_parent_value(self, devdir, key, attr, event_devdir):
+        if key == 'ATTRS':
+            return self._udev_attr(devdir, attr)
+        if key == 'KERNELS':
+            return os.path.basename(devdir)
+        if devdir == event_devdir:
+            return 'block'
+        link = self.host.path(devdir + '/subsystem')
+        return os.path.basename(os.path.realpath(link)) if os.path.islink(link) else None
 
     def _tuned_adm(self, args):
         if args == ['--version']:

@@ -367,6 +367,23 @@ def test_on_a_64k_page_host_values_below_a_page_are_refused_naming_it(host, monk
     assert make_plan(host, values=[256, 128, 64])
 
 
+@pytest.mark.parametrize('page_kb, values', [
+    (4, [4096, 1024, 256, 128, 64, 32, 16, 8]),   # x86_64: DEFAULT_SWEEP as it is
+    (16, [4096, 1024, 256, 128, 64, 32, 16]),     # 16 KiB pages: 8 becomes one page, already listed
+    (64, [4096, 1024, 256, 128, 64]),             # RHEL 9 aarch64 kernel-64k, RHEL 8 on aarch64
+])
+def test_the_default_values_are_page_multiples_on_every_kernel(host, monkeypatch, page_kb, values):
+    """read_ahead_kb: auto with the default values on a 64 KiB page host: no value below one page is measured, so
+    the page rule (validate) no longer refuses the sweep's own defaults (issue 22)."""
+    host.use_page_kb(monkeypatch, page_kb)
+    assert sweep.default_sweep() == values
+    the_plan = sweep.plan(host.root, REPO, duration=1, size_mb=16, timeout=60, caps=GP3)
+    assert the_plan['sweep'] == values
+    with pytest.raises(probe.ProbeError) as exc:
+        make_plan(host, values=[])
+    assert 'for example %s' % values in str(exc.value)
+
+
 def test_plan_refuses_a_read_only_sys(host, monkeypatch):
     def refuse(root, name):
         raise blockdev.BlockDeviceError('cannot set read-ahead inside a container: /sys is mounted read-only')

@@ -81,8 +81,15 @@ def test_parse_version(text, expected):
 # parse_conf
 
 def test_parse_conf_sections_in_order_with_comments():
-    text = '# comment\n; other comment\n[main]\nsummary = x = y\n\n[disk]\nreadahead=>4096\n  devices = sd*  \n'
+    text = '# comment\n; other comment\n[main]\nsummary = x = y\n\n[disk]\nreadahead=>4096\n devices = sd*  \n'
+    # configparser (tuned 2.17+; the newest rules): ';' starts a comment line, and the indented line continues
+    # the value above it (tuned/profiles/loader.py at v2.17.0 and v2.25.1: no empty_lines/indent arguments).
     assert tuned.parse_conf(text) == [
+        ('main', [('summary', 'x = y')]),
+        ('disk', [('readahead', '>4096\ndevices = sd*')]),
+    ]
+    # configobj (tuned before 2.17): indentation means nothing; ';' is no comment (see the per-version tests).
+    assert tuned.parse_conf(text.replace('; other comment\n', ''), 'x', (2, 16, 0)) == [
         ('main', [('summary', 'x = y')]),
         ('disk', [('readahead', '>4096'), ('devices', 'sd*')]),
     ]
@@ -1385,3 +1392,141 @@ def test_the_stand_in_throughput_performance_sets_only_what_upstream_sets_on_x86
     upstream = re.findall(r'^\[([^\]]+)\]', fixture('tuned/stock-2.11.0/throughput-performance/tuned.conf'), re.M)
     assert set(sections) <= set(upstream), sections
     assert 'transparent_hugepage' not in fakehost.THROUGHPUT_PERFORMANCE
+
+
+# -- the profile parser of each tuned version (issue 22) --------------------------------------
+#
+# redhat-performance/tuned tuned/profiles/loader.py, _load_config_data, at the tags RHEL ships:
+# v2.11.0 (RHEL 7) and v2.16.0: ConfigObj(raise_errors=True, list_values=False, interpolation=False);
+# v2.17.0, v2.18.0 (RHEL 8.6): ConfigParser() with Python's defaults (commit 063277a);
+# v2.19.0: ConfigParser(delimiters=('='), inline_comment_prefixes=('#')) (commit 910ff51);
+# v2.20.0 to v2.25.1 (RHEL 8.8+, 9, 10): the same with strict=False (commit 11e9929).
+# The expected values were checked against the real parsers run with those arguments: configobj 4.7.2 on
+# Python 2.7 and Python 3.6/3.9's configparser (3.12/3.13 differ only for a ']' inside a section name).
+V2_11, V2_17, V2_19, V2_20, V2_25 = (2, 11, 0), (2, 17, 0), (2, 19, 0), (2, 20, 0), (2, 25, 1)
+REJECTED = 'rejected'
+
+
+@pytest.mark.parametrize('text, expected', [
+    # a key given twice: configobj DuplicateError, configparser DuplicateOptionError while strict; from 2.20 the last wins
+    ('[disk]\nreadahead=4096\nreadahead=32\n',
+     {V2_11: REJECTED, V2_17: REJECTED, V2_19: REJECTED, V2_20: [('disk', [('readahead', '32')])],
+      V2_25: [('disk', [('readahead', '32')])]}),
+    # a section given twice: rejected the same way; from 2.20 the two merge, in the first one's place
+    ('[disk]\nreadahead=4096\n[vm]\nx=1\n[disk]\ndevices=sdb\n',
+     {V2_11: REJECTED, V2_17: REJECTED, V2_19: REJECTED,
+      V2_20: [('disk', [('readahead', '4096'), ('devices', 'sdb')]), ('vm', [('x', '1')])]}),
+    # an indented line continues the value above it in configparser; configobj ignores indentation
+    ('[disk]\nreadahead=>4096\n    devices=sdb\n',
+     {V2_11: [('disk', [('readahead', '>4096'), ('devices', 'sdb')])],
+      V2_17: [('disk', [('readahead', '>4096\ndevices=sdb')])], V2_25: [('disk', [('readahead', '>4096\ndevices=sdb')])]}),
+    # a blank line inside a value is kept, so an indented line after it still continues the value
+    ('[disk]\nreadahead=32\n\n  devices=sdb\n',
+     {V2_11: [('disk', [('readahead', '32'), ('devices', 'sdb')])], V2_20: [('disk', [('readahead', '32\n\ndevices=sdb')])]}),
+    # ':' delimits in 2.17 and 2.18 (Python's default delimiters), not before (configobj) and not after (910ff51)
+    ('[disk]\nreadahead:32\n',
+     {V2_11: REJECTED, V2_17: [('disk', [('readahead', '32')])], (2, 18, 0): [('disk', [('readahead', '32')])],
+      V2_19: REJECTED, V2_25: REJECTED}),
+    # the first delimiter wins: a [sysfs] path with ':' before '=' is cut there in 2.17 and 2.18
+    ('[sysfs]\n/sys/bus/pci/devices/0000:00:1f.2/x=1\n',
+     {V2_11: [('sysfs', [('/sys/bus/pci/devices/0000:00:1f.2/x', '1')])],
+      V2_17: [('sysfs', [('/sys/bus/pci/devices/0000', '00:1f.2/x=1')])],
+      V2_19: [('sysfs', [('/sys/bus/pci/devices/0000:00:1f.2/x', '1')])]}),
+    # ';' starts a comment line in configparser only; configobj reads it as a line without '='
+    ('; site tuning\n[disk]\nreadahead=32\n',
+     {V2_11: REJECTED, V2_17: [('disk', [('readahead', '32')])], V2_25: [('disk', [('readahead', '32')])]}),
+    # [DEFAULT] options appear in every configparser section; configobj has a section named DEFAULT
+    ('[DEFAULT]\nreadahead=32\n[disk]\ntype=disk\n',
+     {V2_11: [('DEFAULT', [('readahead', '32')]), ('disk', [('type', 'disk')])],
+      V2_17: [('disk', [('type', 'disk'), ('readahead', '32')])], V2_25: [('disk', [('type', 'disk'), ('readahead', '32')])]}),
+    # a triple-quoted value spans lines in configobj only
+    ("[disk]\ndevices='''sda\nsdb'''\n",
+     {V2_11: [('disk', [('devices', 'sda\nsdb')])], V2_17: REJECTED}),
+    # configparser keeps the spaces inside a section name; configobj strips them
+    ('[ disk ]\nreadahead=32\n',
+     {V2_11: [('disk', [('readahead', '32')])], V2_20: [(' disk ', [('readahead', '32')])]}),
+])
+def test_each_tuned_version_accepts_and_rejects_what_its_parser_does(text, expected):
+    for version, sections in sorted(expected.items()):
+        if sections == REJECTED:
+            with pytest.raises(tuned.TunedProfileError) as info:
+                tuned.parse_conf(text, '/etc/tuned/site/tuned.conf', version)
+            assert '/etc/tuned/site/tuned.conf line ' in str(info.value)
+        else:
+            assert tuned.parse_conf(text, 'x', version) == sections, version
+
+
+@pytest.mark.parametrize('version, outcome', [
+    (V2_11, REJECTED), (V2_17, REJECTED), (V2_19, REJECTED), (V2_20, 32), (V2_25, 32)])
+def test_a_parent_with_a_repeated_key_loads_only_where_tuned_loads_it(bare, version, outcome):
+    """A site profile tuned 2.11-2.19 refuses (then it applies no profile at all) is reported, naming the file and
+    line; tuned 2.20+ takes the last value (tuned/profiles/loader.py at v2.19.0 and v2.20.0, commit 11e9929)."""
+    host = stock_host(bare, version)
+    write_profile(host, 'site', '[main]\ninclude=virtual-guest\n[disk]\nreadahead=>4096\nreadahead=32\n', '/etc/tuned')
+    if outcome == REJECTED:
+        with pytest.raises(tuned.TunedProfileError) as info:
+            tuned.effective_units(host.root, ['site'], version)
+        assert '/etc/tuned/site/tuned.conf line 5: key readahead given twice in [disk]' in str(info.value)
+    else:
+        units = tuned.effective_units(host.root, ['site'], version)[0]
+        assert tuned.read_ahead_for_device(units, 'sdb', props('sdb'))['readahead']['kb'] == outcome
+
+
+@pytest.mark.parametrize('version, kb', [(V2_11, 4096), ((2, 16, 0), 4096), (V2_17, None), (V2_25, None)])
+def test_an_indented_readahead_is_part_of_the_value_above_from_2_17(bare, version, kb):
+    """configparser (tuned/profiles/loader.py v2.17.0+) joins an indented line to the previous value, so the
+    ``readahead`` below is no option of its own there; configobj (v2.11.0-v2.16.0) reads two options."""
+    host = stock_host(bare, version)
+    write_profile(host, 'site', '[main]\nsummary=site\n[disk]\ndevices=sd*\n  readahead=>4096\n', '/etc/tuned')
+    hit = tuned.read_ahead_for_device(tuned.effective_units(host.root, ['site'], version)[0], 'sdb', props('sdb'))
+    assert (hit['readahead']['kb'] if hit['readahead'] else None) == kb
+
+
+@pytest.mark.parametrize('version', VERSIONS)
+def test_the_child_the_collection_writes_reads_the_same_under_every_parser(bare, version):
+    host = stock_host(bare, version)
+    activate(host, 'virtual-guest')
+    sections = tuned.disk_sections(host.root, ['virtual-guest'], {32: [('ID_SERIAL', 'vol #1; x:y')]}, version)
+    plan = tuned.plan_child(host.root, 'read_ahead', sections, version)
+    tuned.check_every_parser(plan['after'], plan['path'])
+    assert tuned.parse_child(plan['after'], plan['path'])['sections'] == sections
+
+
+@pytest.mark.parametrize('options, why', [
+    ([('transparent_hugepages', 'never'), ('transparent_hugepages', 'never')], 'rejected by tuned 2.11'),
+    ([('/sys/devices/pci0000:00/x', '1')], 'read differently by tuned 2.11 and tuned 2.17'),
+    ([('transparent_hugepages', 'never #x')], 'read differently by tuned 2.11 and tuned 2.17'),
+])
+def test_a_child_some_tuned_would_reject_or_misread_is_refused(host, options, why):
+    """The child is written once for RHEL 7 to 10: configobj (v2.11.0), configparser with ':' (v2.17.0), with inline
+    comments (v2.19.0) and without strict (v2.20.0) must all read it, and read it the same."""
+    activate(host, 'virtual-guest')
+    with pytest.raises(tuned.TunedProfileError) as info:
+        tuned.plan_child(host.root, 'thp', [('thp', 'vm', options)])
+    assert 'not valid for every tuned version' in str(info.value)
+    assert why in str(info.value)
+
+
+# -- a unit's priority when a later profile re-declares the unit (issue 22) -------------------
+
+@pytest.mark.parametrize('version, kb', [
+    # v2.11.0-v2.22.0: tuned/profiles/unit.py keeps priority among the options; merger.py's options.update takes the
+    # later value, so [disk] sorts after [fast] (units/manager.py sorts instances by priority, stably).
+    (V2_11, 64), ((2, 20, 0), 64), ((2, 22, 0), 64),
+    # v2.23.0 (commit b10bafc): Unit pops priority into an attribute and merger.py does not copy it: [disk] keeps
+    # the stock declaration's (none: 0) and, first in the list, takes the disk.
+    ((2, 23, 0), 4096), ((2, 24, 0), 4096), (V2_25, 4096),
+    # v2.26.0 (commit 94be52a, "Fixed instance priority inheritance", RHEL-94842): merger.py copies it again.
+    ((2, 26, 0), 64), (None, 64),
+])
+def test_a_priority_re_declared_by_a_later_profile_by_version(bare, version, kb):
+    host = stock_host(bare, version or (2, 26, 0))
+    write_profile(host, 'site', '[main]\nsummary=site\n[disk]\npriority=10\n'
+                  '[fast]\ntype=disk\ndevices=sdb\nreadahead=64\n', '/etc/tuned')
+    units = tuned.effective_units(host.root, ['virtual-guest', 'site'], version)[0]
+    assert tuned.read_ahead_for_device(units, 'sdb', props('sdb'))['readahead']['kb'] == kb
+    # replace=1 makes a new unit with the later declaration: its priority counts on every version
+    write_profile(host, 'site', '[main]\nsummary=site\n[disk]\nreplace=1\npriority=10\nreadahead=>4096\n'
+                  '[fast]\ntype=disk\ndevices=sdb\nreadahead=64\n', '/etc/tuned')
+    units = tuned.effective_units(host.root, ['virtual-guest', 'site'], version)[0]
+    assert tuned.read_ahead_for_device(units, 'sdb', props('sdb'))['readahead']['kb'] == 64

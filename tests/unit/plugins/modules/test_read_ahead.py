@@ -225,6 +225,74 @@ def test_udev_trigger_when_udevd_runs(env):
         '/usr/bin/udevadm', 'trigger', '--action=change', '--subsystem-match=block', '--sysname-match=dm-0']]
 
 
+# The fake udevadm runs the rules as udevd does (fakehost.FakeTools.udev_event: systemd man/udev.xml and
+# src/udev/udev-rules.c token_match_attr): a rule the collection writes must set the value again on the
+# next event, for every kind of identity it uses.
+
+def _reset_and_trigger(env, names):
+    """What a reboot or a hotplug leaves (the kernel's 128 KiB), then the change events udevd processes."""
+    for name in names:
+        env.host.write(env.host._devdir(name) + '/queue/read_ahead_kb', '128\n')
+    rc, _out, _err = env.tools.run(['/usr/bin/udevadm', 'trigger', '--action=change', '--subsystem-match=block'])
+    assert rc == 0
+    return [env.ra(n) for n in names]
+
+
+def test_the_rules_written_set_the_value_again_on_the_next_event(env):
+    env.host.write('/run/udev/control', '')
+    env.run({'devices': ['dm-0', 'nvme1n1'], 'read_ahead_kb': 32})
+    assert env.rules()[0] == {LV_MATCH: 32, NVME1_MATCH: 32}   # ENV{DM_UUID}, ATTRS{serial} of the controller
+    assert _reset_and_trigger(env, ['dm-0', 'nvme1n1', 'nvme0n1']) == [32, 32, 128]  # nvme0n1 has no rule
+    assert env.tools.udev_unmodelled == []
+
+
+def test_without_udevd_the_events_are_not_processed(env):
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert _reset_and_trigger(env, ['dm-0']) == [128]   # /run/udev/control is absent: the rule waits for the boot
+
+
+def test_the_xen_and_md_rules_match_their_devices(env):
+    env.host.write('/run/udev/control', '')
+    parent = '/sys/devices/vbd-51760'
+    env.host.write(parent + '/nodename', 'device/vbd/51760\n')
+    env.host.mkdir('/sys/bus/xen')
+    env.host.symlink(parent + '/subsystem', '../../bus/xen')
+    devdir = env.host.add_disk('xvdd', '202:48', read_ahead_kb=4096, parent=parent)
+    env.host.symlink(devdir + '/device', '../../../vbd-51760')
+    env.host.add_disk('sdb', '8:16', udev={'ID_SERIAL': 'disk-b'})
+    env.host.add_partition('sdb', 'sdb1', '8:17')
+    env.host.add_md('md127', '9:127', 'a1b2c3d4:e5f6a7b8:c9d0e1f2:a3b4c5d6', slaves=['sdb1'])
+    env.run({'devices': ['xvdd', 'sdb', 'md127'], 'read_ahead_kb': 32})
+    assert sorted(env.rules()[0]) == ['ATTRS{nodename}=="device/vbd/51760"',
+                                      'ENV{ID_SERIAL}=="disk-b"', 'ENV{MD_UUID}=="a1b2c3d4:e5f6a7b8:c9d0e1f2:a3b4c5d6"']
+    assert _reset_and_trigger(env, ['xvdd', 'sdb', 'md127', 'sdb1']) == [32, 32, 32, 128]  # DEVTYPE partition
+
+
+def test_a_serial_rule_for_a_controller_without_a_serial_file_never_matches(env):
+    """Why the NVMe fallback uses the next identity (blockdev.stable_id_candidates): udev reads ATTRS{serial}
+    from sysfs only, never from the udev database's ID_SERIAL_SHORT."""
+    env.host.write('/run/udev/control', '')
+    os.unlink(env.host.path(env.host._devdir('nvme1n1') + '/device/serial'))
+    env.host.write('/etc/udev/rules.d/80-by-hand.rules', 'ACTION=="add|change", SUBSYSTEM=="block", '
+                   'ENV{DEVTYPE}=="disk", ATTRS{serial}=="vol0123456789abcdef0", ATTR{queue/read_ahead_kb}="64"\n')
+    assert _reset_and_trigger(env, ['nvme1n1']) == [128]
+    dev = only_device(env.run({'devices': ['nvme1n1'], 'read_ahead_kb': 32}))
+    assert dev['stable_id']['key'] == 'ENV{ID_SERIAL}'
+    assert _reset_and_trigger(env, ['nvme1n1']) == [32]
+
+
+def test_a_later_rules_file_overrides_ours_on_every_event(env):
+    """udevd runs the files in name order: a 99- rule that sets read-ahead wins over the 90- one (the module
+    reports such rules as competing)."""
+    env.host.write('/run/udev/control', '')
+    env.host.write('/usr/lib/udev/rules.d/99-vendor.rules',
+                   'SUBSYSTEM=="block", KERNEL=="dm-[0-9]*|nvme*", ATTR{queue/read_ahead_kb}="4096"\n')
+    env.run({'devices': ['dm-0'], 'read_ahead_kb': 32})
+    assert _reset_and_trigger(env, ['dm-0']) == [4096]
+    env.host.write('/etc/udev/rules.d/99-vendor.rules', '# masked by the administrator\n')
+    assert _reset_and_trigger(env, ['dm-0']) == [32]
+
+
 def test_same_device_by_several_names_is_one_entry(env):
     result = env.run({'devices': ['dm-0', '/dev/mapper/vg_aem-lv_repo', '/dev/vg_aem/lv_repo'],
                       'paths': [REPO], 'read_ahead_kb': 32})

@@ -78,6 +78,15 @@ def test_check_mode_changes_nothing(host, monkeypatch):
     assert 'recommended_kb' not in result
 
 
+def test_without_sweep_the_values_are_those_of_the_page_size(host, monkeypatch):
+    host.use_page_kb(monkeypatch, 64)
+    args = dict(SMALL, size_mb=16, _ansible_check_mode=True)
+    del args['sweep']
+    result = run_module(read_ahead_sweep.main, args)
+    assert result['sweep'] == [4096, 1024, 256, 128, 64]
+    assert 'to each of 4096, 1024, 256, 128, 64 KiB' in result['msg']
+
+
 def test_check_mode_predicts_a_recovery(host):
     killed_run(host)
     before = tree_checksum(host.root)

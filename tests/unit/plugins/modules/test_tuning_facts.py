@@ -452,6 +452,20 @@ def test_tuned_malformed_profile_is_an_error_fact(env):
     assert 'malformed section header' in env.facts()['tuned']['error']
 
 
+@pytest.mark.parametrize('version, rejected', [('2.11.0', True), ('2.19.0', True), ('2.20.0', False), ('2.25.1', False)])
+def test_a_profile_the_installed_tuned_rejects_is_an_error_fact(env, version, rejected):
+    # A key given twice: configobj (v2.11.0) and strict configparser (v2.17.0-v2.19.0) refuse the file, so tuned
+    # applies no profile; from v2.20.0 (strict=False, commit 11e9929) the last value wins (tuned/profiles/loader.py).
+    env.with_tuned('site', version=version)
+    env.host.write('/etc/tuned/site/tuned.conf', '[main]\ninclude=virtual-guest\n[disk]\nreadahead=>4096\nreadahead=64\n')
+    tuned_facts = env.facts()['tuned']
+    if rejected:
+        assert '/etc/tuned/site/tuned.conf line 5: key readahead given twice in [disk]' in tuned_facts['error']
+    else:
+        assert not tuned_facts.get('error')
+        assert tuned_facts['read_ahead']['nvme1n1'] == dict(TP_4096, profile='site', setting='64', kb=64)
+
+
 def test_tuned_readahead_from_a_variable_does_not_crash(env):
     env.with_tuned('aem')
     env.host.write('/etc/tuned/aem/tuned.conf', '[main]\ninclude=virtual-guest\n'

@@ -271,6 +271,32 @@ def test_auto_in_apply_mode_without_a_record_is_left_to_the_sweep(env):
     assert not [w for w in env.warnings if 'sweep' in w]
 
 
+@pytest.mark.parametrize('page_kb, values', [(4, [4096, 1024, 256, 128, 64, 32, 16, 8]), (64, [4096, 1024, 256, 128, 64])])
+def test_auto_with_the_default_values_runs_on_a_64k_page_host(env, monkeypatch, page_kb, values):
+    """The role's aem_tuning_sweep_values not set (null): the sweep's defaults for the host's page size, checked
+    before any change, and reported for the role (plan.sweep_values); 8, 16 and 32 would be refused on 64 KiB pages."""
+    env.host.use_page_kb(monkeypatch, page_kb)
+    knobs = dict(KNOBS, values=None, duration=5, size_mb=1024)
+    _result, facts = run({'intent': intent(read_ahead_kb='auto', sweep=knobs, sweep_record=SWEEP_FACT, may_sweep=True)})
+    assert facts['plan']['errors'] == []
+    assert facts['plan']['sweep_values'] == values
+    result, _facts = run({'intent': intent(read_ahead_kb='auto', sweep=dict(knobs, values=[4096, 32]),
+                                           sweep_record=SWEEP_FACT, may_sweep=True)}, failed=page_kb == 64)
+    if page_kb == 64:
+        assert 'aem_tuning_sweep_values: 32: each value must be a whole number of KiB, a multiple of the 64' in result['msg']
+
+
+@pytest.mark.parametrize('recorded', [None, [4096, 1024, 256, 128, 64, 32, 16, 8]])
+def test_a_record_of_the_default_values_holds_whether_they_were_given_or_not(env, recorded):
+    # A record written before aem_tuning_sweep_values defaulted to null holds the list itself; one written since, null.
+    knobs = dict(KNOBS, values=None)
+    write_record(env, knobs=dict(knobs, values=recorded))
+    _result, facts = run({'intent': intent(read_ahead_kb='auto', sweep=knobs, sweep_record=SWEEP_FACT)})
+    assert facts['plan']['recorded_sweep']['usable'] is True
+    write_record(env, knobs=dict(knobs, values=[4096, 64]))
+    _result, facts = run({'intent': intent(read_ahead_kb='auto', sweep=knobs, sweep_record=SWEEP_FACT)}, failed=True)
+
+
 def test_a_backout_with_auto_ignores_the_record(env):
     # A record that does not hold must not stop a backout, nor a warning say it is used.
     write_record(env, stable_id={'key': 'ENV{DM_UUID}', 'value': 'LVM-another'})
