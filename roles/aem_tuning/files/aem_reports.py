@@ -250,6 +250,8 @@ def sweep_section(host, r, chart):
 
 def reboot_lines(r):
     rb = r.get('reboot') or {}
+    if rb.get('done') and r.get('check_mode'):
+        return ['Reboot: the run would reboot (aem_tuning_reboot: %s; check mode does not).' % rb.get('requested')]
     if rb.get('done'):
         return ['Rebooted (aem_tuning_reboot: %s): boot %s, before the reboot at %s, came back as boot %s, booted at %s, '
                 'boot finished at %s (%s s for the reboot module).'

@@ -165,6 +165,9 @@ def test_check_mode_words_what_would_change(tmpdir):
     text = read(tmpdir.join('aem1', 'report.md'))
     assert '## What this run would change (check mode)' in text
     assert '- would have set read-ahead: dm-0 4096 -> 32 KiB' in text
+    # ansible.builtin.reboot says rebooted in check mode, without a reboot
+    assert 'Reboot: the run would reboot (aem_tuning_reboot: auto; check mode does not).' in text
+    assert 'Rebooted' not in text
 
 
 def test_the_summary_covers_every_host_and_leaves_out_an_earlier_play(tmpdir):
