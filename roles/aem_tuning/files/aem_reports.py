@@ -339,8 +339,8 @@ def readers_lines(r):
 
 def report_md(host, r, chart):
     first, before, after = r.get('first') or {}, r.get('before') or {}, r.get('after') or {}
-    out = ['# %s: read-ahead and THP (%s, %s mode%s)' % (host, r.get('state'), r.get('mode'),
-                                                          ', check mode' if r.get('check_mode') else ''), '']
+    check = ', check mode' if r.get('check_mode') else ''
+    out = ['# %s: read-ahead and THP (%s, %s mode%s)' % (host, r.get('state'), r.get('mode'), check), '']
     out += failure_paragraph(r)
     if not after.get('os'):
         # A refusal before the facts were complete: the message above is the report.
@@ -481,9 +481,10 @@ def summary_md(rows, title):
             targets += ' (auto: %s KiB, %s)' % (row['auto']['recommended_kb'], row['auto']['source'])
         rd = row['readers']
         readers = '%d refreshed, %d need a restart' % (rd['refreshed'], rd['needs_restart'])
-        if rd['aem_unit']:
-            readers += ' (AEM restarted)' if rd['aem_restarted'] else (' (AEM among them)' if rd['aem_needs_restart']
-                                                                     else '')
+        if rd['aem_unit'] and rd['aem_restarted']:
+            readers += ' (AEM restarted)'
+        elif rd['aem_unit'] and rd['aem_needs_restart']:
+            readers += ' (AEM among them)'
         reboot = 'rebooted' if row['rebooted'] else ('required' if row['reboot_required'] else '-')
         out.append('| %s | %s | %s | %s | %s -> %s | %s | %s | %s | %s | %s |' % (
             host, row['state'], row['mode'] + (' (check)' if row['check_mode'] else ''), targets,
