@@ -198,8 +198,8 @@ compat: venv pyenvs ## Module and module_utils unit tests on Python 2.7 and 3.6 
 
 # ansible-runner (the library AWX uses) drives playbooks/migrate-aem.yml in audit mode against aliases of this
 # machine, with ansible-core 2.16 and the newest, INJECT_FACTS_AS_VARS off, under strace; and playbooks/summary.yml
-# builds one summary from the jsonfile fact cache of two --limit runs. Root and strace (.ci/run installs it); about
-# a minute and a half.
+# builds one summary from the jsonfile fact cache of two --limit runs. Root and strace (.ci/run installs it);
+# 78-147 s measured on the loaded 2-core machine.
 .PHONY: runner
 runner: venv ## ansible-runner job of migrate-aem.yml (audit, localhost, 2.16 and 2.21, no writes outside its data dir) and summary.yml from a fact cache
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/runner $(PYTEST_ARGS)
