@@ -196,6 +196,14 @@ compat: venv pyenvs ## Module and module_utils unit tests on Python 2.7 and 3.6 
 # ---------------------------------------------------------------------------------------
 # Later stages: the lead fills these in.
 
+# ansible-runner (the library AWX uses) drives playbooks/migrate-aem.yml in audit mode against aliases of this
+# machine, with ansible-core 2.16 and the newest, INJECT_FACTS_AS_VARS off, under strace; and playbooks/summary.yml
+# builds one summary from the jsonfile fact cache of two --limit runs. Root and strace (.ci/run installs it);
+# 78-147 s measured on the loaded 2-core machine.
+.PHONY: runner
+runner: venv ## ansible-runner job of migrate-aem.yml (audit, localhost, 2.16 and 2.21, no writes outside its data dir) and summary.yml from a fact cache
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/runner $(PYTEST_ARGS)
+
 .PHONY: integration molecule run
 integration: venv ## Real-kernel tests on loop devices (tests/integration/run.sh, when present)
 	@if [ -x tests/integration/run.sh ]; then \
@@ -269,7 +277,7 @@ ee: venv ## Validate the execution environment definition (ansible-builder creat
 # image builds and the long upgrade scenario first, so that they overlap the CPU-bound checks
 # on CI's 2 cores; a phase that boots a VM starts after vm-images. docs/testing.md has the
 # measured split. TEST_WORKERS=1 runs them one after another.
-TEST_PHASES := vm-images molecule-upgrade lint sanity unit compat build-test ee integration \
+TEST_PHASES := vm-images molecule-upgrade lint sanity unit compat build-test ee integration runner \
   molecule-default molecule-controllers molecule-auto run molecule-cmdline molecule-syntax
 
 .PHONY: test check print-test-phases

@@ -6,7 +6,9 @@
 """Wait for AEM to answer 200 at a URL while its systemd unit stays up.
 
 Usage: wait_aem.py UNIT URL TIMEOUT_SECONDS. Prints one JSON object: ok, message, waited,
-and on failure the unit's state and its last journal lines. Exit code 0 when AEM answered.
+started (when the wait began, right after the unit was started) and answered (when the URL
+answered 200, or null), both on the host's clock in UTC, status (the last HTTP status, or
+null), and on failure the unit's state and its last journal lines. Exit code 0 when AEM answered.
 Before every poll the unit is checked: a unit that failed, stopped or is waiting to restart
 ends the wait at once. Runs on Python 2.7 and 3.
 """
@@ -58,15 +60,27 @@ def poll(url):
         return None, str(getattr(e, 'reason', e))
 
 
+def iso(epoch):
+    return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(epoch))
+
+
 def main(unit, url, timeout):
+    result = wait(unit, url, timeout)
+    result['url'] = url
+    return result
+
+
+def wait(unit, url, timeout):
     start = time.time()
     last = 'no answer yet'
+    status = None
     delay = 1
     while True:
         state = unit_state(unit)
         if dead(state):
             journal = output(['journalctl', '-u', unit, '-n', str(JOURNAL_LINES), '--no-pager', '-o', 'short-iso'])
             return {'ok': False, 'waited': round(time.time() - start, 1), 'unit': state,
+                    'started': iso(start), 'answered': None, 'status': status,
                     'journal': journal.splitlines(),
                     'message': 'AEM did not come back: %s is %s (%s, result %s) since %s, %.0f s after it was started; '
                                'its last journal lines: %s'
@@ -75,12 +89,15 @@ def main(unit, url, timeout):
                                   ' | '.join(journal.strip().splitlines()[-5:]))}
         status, reason = poll(url)
         if status == 200:
-            return {'ok': True, 'waited': round(time.time() - start, 1), 'unit': state,
+            now = time.time()
+            return {'ok': True, 'waited': round(now - start, 1), 'unit': state,
+                    'started': iso(start), 'answered': iso(now), 'status': status,
                     'message': 'AEM answered 200 at %s after %.0f s' % (url, time.time() - start)}
         last = 'HTTP %s' % status if status is not None else reason
         remaining = start + timeout - time.time()
         if remaining <= 0:
             return {'ok': False, 'waited': round(time.time() - start, 1), 'unit': state,
+                    'started': iso(start), 'answered': None, 'status': status,
                     'message': 'AEM did not come back: %s did not answer 200 within %d s (last: %s), while %s stayed '
                                '%s; raise aem_tuning_aem_timeout if AEM needs longer to start'
                                % (url, timeout, last, unit, state.get('ActiveState'))}

@@ -102,6 +102,10 @@ def test_aem_up_succeeds(fake_systemd, server):
     rc, result, _took = wait(env, 'http://127.0.0.1:%d/login' % server.server_port, 30)
     assert rc == 0 and result['ok'] is True
     assert result['message'].startswith('AEM answered 200 at http://127.0.0.1:')
+    # The times the role's result and report show, on the host's clock (UTC)
+    assert result['status'] == 200 and result['url'] == 'http://127.0.0.1:%d/login' % server.server_port
+    assert result['started'].endswith('Z') and result['answered'].endswith('Z')
+    assert result['started'] <= result['answered']
 
 
 def test_a_failed_unit_fails_at_once_naming_it_with_its_journal(fake_systemd):
@@ -134,6 +138,7 @@ def test_a_dead_url_times_out_saying_what_it_waited_for(fake_systemd, server):
     url = 'http://127.0.0.1:%d/login' % server.server_port
     rc, result, took = wait(env, url, 3)
     assert rc == 1 and 3 <= took < 15
+    assert result['status'] == 503 and result['answered'] is None and result['started'].endswith('Z')
     assert result['message'] == ('AEM did not come back: %s did not answer 200 within 3 s (last: HTTP 503), while '
                                  'aem.service stayed active; raise aem_tuning_aem_timeout if AEM needs longer to '
                                  'start' % url)

@@ -1,0 +1,570 @@
+#!/usr/bin/env python
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Write the role's reports on the controller from the hosts' aem_tuning_result: aem_reports.py DIR < PAYLOAD.
+
+One process per play batch (the role's report.yml, run_once) or per fleet summary (playbooks/summary.yml), whatever
+the number of hosts. PAYLOAD is base64 of a JSON object:
+
+- ``results``: ``{host: aem_tuning_result or null}`` (null: the host has no result);
+- ``write``: the hosts whose own files are written (default: every host with a result);
+- ``play``: when set, a result whose ``play`` differs is left out of the summary (one set by an earlier play of the
+  same run, e.g. migrate-aem.yml's pre phase seen from post);
+- ``summary`` (default true), ``chart`` (default true: sweep.png where a host has sweep results and matplotlib is
+  importable).
+
+Writes DIR/HOST/before.json, after.json, report.md (and sweep.png), DIR/summary.md and DIR/summary.json, each
+through a temporary file renamed into place. Reads nothing else: the reports depend only on the payload. Prints one
+JSON line: ``written`` (paths) and ``charts`` (per host: the PNG, or why none was drawn). Exit 0; 2 on a bad payload.
+Runs on Python 2.7 and 3 (the controller's Python; the tests run it on the target Pythons too).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import io
+import json
+import os
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCHEMA_VERSION = 1
+TEXT = type(u'')
+
+# scan_aem_log.py's counters, as the report names them.
+SYMPTOMS = (
+    ('commit_blocked', 'This commit is blocked by a commit'),
+    ('checkpoint_failed', 'Failed to create checkpoint'),
+)
+
+
+def text(value):
+    if isinstance(value, bytes):
+        return value.decode('utf-8', 'replace')
+    return TEXT(value)
+
+
+def dash(value, empty='-'):
+    """The value for a table cell: '-' for None or an empty value."""
+    if value is None or value == '' or value == [] or value == {}:
+        return empty
+    return text(value)
+
+
+def get(data, *keys, **kw):
+    """data[k1][k2]... or default (kw), where any level is missing or not a mapping."""
+    default = kw.get('default')
+    for key in keys:
+        if not isinstance(data, dict) or key not in data or data[key] is None:
+            return default
+        data = data[key]
+    return data
+
+
+def write_file(path, content, binary=False):
+    """Write through a temporary file in the same directory, renamed into place (a reader never sees half a file)."""
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix='.%s.' % os.path.basename(path))
+    try:
+        if binary:
+            with os.fdopen(fd, 'wb') as f:
+                f.write(content)
+        else:
+            with io.open(fd, 'w', encoding='utf-8') as f:
+                f.write(text(content))
+        os.chmod(tmp, 0o644)
+        os.rename(tmp, path)
+    except Exception:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def to_json(data):
+    return text(json.dumps(data, indent=4, sort_keys=True, separators=(',', ': '))) + u'\n'
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Words for the data
+
+
+def would(r, words):
+    """words (past participle first) as done, or in check mode as what the run would have done."""
+    if r.get('check_mode'):
+        return 'would have ' + words
+    return ('wrote ' + words[len('written '):]) if words.startswith('written ') else words
+
+
+def change_words(r, change):
+    """One change of the run (aem_tuning_result.changes) as a short phrase."""
+    kind = change.get('kind')
+    if kind in ('snapshot', 'sweep_record'):
+        what = 'the first-run snapshot' if kind == 'snapshot' else 'the recorded sweep result'
+        return would(r, '%s %s %s' % (change.get('action'), what, change.get('path')))
+    if kind == 'sweep':
+        return would(r, 'swept read-ahead on %s (the original %s KiB restored)'
+                     % (dash(change.get('device'), '?'), dash(change.get('original_kb'), '?')))
+    if kind == 'tuned':
+        return would(r, '%s tuned' % change.get('action'))
+    if kind == 'read_ahead':
+        devices = change.get('devices') or []
+        moved = ['%s %s -> %s KiB' % (d.get('name'), dash(d.get('before_kb'), '?'), dash(d.get('after_kb'), '?'))
+                 for d in devices if d.get('before_kb') != d.get('after_kb')]
+        if moved:
+            return would(r, 'set read-ahead: %s' % ', '.join(moved))
+        return would(r, 'set the persistence of the read-ahead of %s'
+                     % (', '.join(text(d.get('name')) for d in devices) or 'the targets'))
+    if kind == 'thp':
+        moved = []
+        for attr, value in sorted((change.get('runtime') or {}).items()):
+            if isinstance(value, dict) and value.get('before') != value.get('after'):
+                moved.append('%s %s -> %s' % (attr, dash(value.get('before'), '?'), dash(value.get('after'), '?')))
+        return would(r, 'set THP%s' % ((': ' + ', '.join(moved)) if moved else ' (its persistence)'))
+    if kind == 'aem':
+        return would(r, '%s AEM (%s)' % (change.get('action'), change.get('unit')))
+    if kind == 'reboot':
+        return would(r, 'rebooted (boot %s -> %s)' % (dash(change.get('boot_id_before'), '?'),
+                                                      dash(change.get('boot_id_after'), '?')))
+    return would(r, 'changed %s' % kind)
+
+
+def outcome(r):
+    """The one-line result of a host, as the summary states it."""
+    if r.get('error'):
+        return 'FAILED: %s' % r['error']
+    misses = r.get('misses') or []
+    if not misses:
+        return 'compliant'
+    return '%d %s' % (len(misses), 'miss' if len(misses) == 1 else 'misses')
+
+
+def failure_paragraph(r):
+    """The report's first lines after a failure: the message first, worded by what the run had changed before it."""
+    error = r.get('error')
+    if not error:
+        return []
+    changes = r.get('changes') or []
+    if r.get('failed_before_change'):
+        return ['**The run stopped before any change: %s**' % error, '',
+                'Nothing was changed on the host: the role checks every wanted value against the host before its '
+                'first change, and this check refused the run. Fix the value the message names and run again.', '']
+    compliant = ' Its tuning was compliant when the run started.' if r.get('compliant_before') else ''
+    if not changes:
+        return ['**The run failed; it had changed nothing on the host: %s.**%s The tables below are read from the host '
+                'after the failure.' % (error, compliant), '']
+    return ['**The run failed after it changed the host (%s): %s.**%s What was changed up to then is kept; the tables '
+            'below are read from the host after the failure.'
+            % ('; '.join(change_words(r, c) for c in changes), error, compliant), '']
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# report.md
+
+
+def device_rows(r):
+    before, after = r.get('before') or {}, r.get('after') or {}
+    rows = []
+    for path in r.get('targets') or []:
+        name = get(after, 'paths', path, 'device', default=get(before, 'paths', path, 'device', default='?'))
+        rows.append((path, name))
+    for spec, name in sorted((r.get('devices') or {}).items()):
+        rows.append((spec, name))
+    names = [name for _spec, name in rows]
+    for d in r.get('read_ahead_devices') or []:
+        if d.get('name') not in names:
+            rows.append((', '.join(d.get('targets') or []), d.get('name')))
+            names.append(d.get('name'))
+    return rows
+
+
+def wanted(r):
+    if r.get('state') != 'present':
+        return 'baseline'
+    if r.get('read_ahead_kb') is not None:
+        return text(r['read_ahead_kb'])
+    return 'auto' if r.get('auto') else '?'
+
+
+def sweep_section(host, r, chart):
+    sw = r.get('read_ahead_sweep') or {}
+    out = ['## Read-ahead: auto', '']
+    if 'recommended_kb' not in sw:
+        failure = r.get('sweep_failure') or {}
+        restored = (' (the sweep restored %s: %s)' % (failure.get('device'), failure.get('restored'))
+                    if failure.get('restored') is not None else '')
+        out += ['**No value was chosen**: %s. The read-ahead was not set by this run%s.'
+                % (('the sweep failed: ' + failure['msg']) if failure.get('msg') else 'the sweep did not run', restored), '']
+        return out
+    if sw.get('source') == 'sweep':
+        where = 'in this run'
+    else:
+        if not r.get('may_sweep'):
+            why = '%s does not sweep: it would change the live device' % (
+                'check mode' if r.get('check_mode') else '%s mode' % r.get('mode'))
+        else:
+            why = ('it still holds: the same sweep settings, repository path and device; aem_tuning_sweep_force: true '
+                   'measures again')
+        where = 'that an apply run recorded on the host at %s (%s)' % (sw.get('taken'), why)
+    restored = (' (read back: %s KiB)' % sw['restored_kb']) if sw.get('restored_kb') is not None else ''
+    out += ['**%s KiB**, chosen by the sweep of %s (%s) %s; its original %s KiB was restored after the sweep%s.'
+            % (sw['recommended_kb'], sw.get('device'), sw.get('path'), where, sw.get('original_kb'), restored), '']
+    out += ['Why: %s' % sw.get('why'), '']
+    caps = sw.get('caps') or {}
+    noisy = ('; left out as noisy: ' + ', '.join(text(x) for x in sw['excluded_noisy_kb'])) \
+        if sw.get('excluded_noisy_kb') else ''
+    out += ['Caps used: %s, %s IOPS, %s MiB/s (%s). Values %s KiB, %s readers, %s s per phase, tolerance %s%% of the '
+            'best random reads/s (best: %s KiB; within: %s%s).'
+            % (caps.get('type'), caps.get('iops'), caps.get('mib_s'), caps.get('basis'),
+               ', '.join(text(x) for x in sw.get('sweep') or []), sw.get('readers'), sw.get('duration'),
+               sw.get('tolerance_pct'), sw.get('best_kb'), ', '.join(text(x) for x in sw.get('within_kb') or []),
+               noisy), '']
+    out += ['| read-ahead KiB | random reads/s | amplification | device IOPS | device MiB/s | p50 ms | p99 ms '
+            '| sequential MiB/s | bound | |',
+            '|---:|---:|---:|---:|---:|---:|---:|---:|---|---|']
+    for x in sw.get('results') or []:
+        marks = ''.join([
+            'chosen' if x.get('read_ahead_kb') == sw.get('recommended_kb') else '',
+            ' best' if x.get('read_ahead_kb') == sw.get('best_kb') else '',
+            ' noisy' if x.get('noisy') else ''])
+        lat = x.get('latency') or {}
+        out.append('| %s | %s | %sx | %s | %s | %s | %s | %s | %s | %s |' % (
+            x.get('read_ahead_kb'), dash(x.get('reads_per_s'), '?'), dash(x.get('read_amplification'), '?'),
+            dash(x.get('device_iops'), '?'), dash(x.get('device_mib_s'), '?'), dash(lat.get('p50_ms'), '?'),
+            dash(lat.get('p99_ms'), '?'), dash(x.get('seq_mib_s'), '?'), dash(x.get('bound'), '?'), marks.strip()))
+    out.append('')
+    if chart.get('chart'):
+        out += ['![read-ahead sweep of %s](sweep.png)' % host, '']
+    else:
+        out += ['Chart: %s.' % (chart.get('skipped') or 'not drawn'), '']
+    return out
+
+
+def reboot_lines(r):
+    rb = r.get('reboot') or {}
+    if rb.get('done') and r.get('check_mode'):
+        return ['Reboot: the run would reboot (aem_tuning_reboot: %s; check mode does not).' % rb.get('requested')]
+    if rb.get('done'):
+        return ['Rebooted (aem_tuning_reboot: %s): boot %s, before the reboot at %s, came back as boot %s, booted at %s, '
+                'boot finished at %s (%s s for the reboot module).'
+                % (rb.get('requested'), dash(rb.get('boot_id_before'), '?'), dash(rb.get('before'), '?'),
+                   dash(rb.get('boot_id_after'), '?'), dash(rb.get('booted'), '?'), dash(rb.get('after'), '?'),
+                   dash(rb.get('elapsed_s'), '?'))]
+    if rb.get('required') or r.get('reboot_required'):
+        return ['Reboot required: yes, the kernel command line changed and the host was not rebooted '
+                '(aem_tuning_reboot: %s).' % rb.get('requested', '?')]
+    return ['Reboot: none needed%s.' % (' (aem_tuning_reboot: %s)' % rb['requested'] if rb.get('requested') else '')]
+
+
+def aem_lines(r):
+    aem = r.get('aem')
+    if not aem:
+        unit = get(r, 'readers', 'aem_unit')
+        return ['AEM: %s.' % ('not stopped or started by this run (unit %s)' % unit if unit
+                              else 'no unit named (aem_tuning_aem_service)')]
+    if aem.get('ok'):
+        answer = 'answered %s at %s (%s s after the start, %s)' % (
+            aem.get('status'), dash(aem.get('answered'), '?'), dash(aem.get('waited_s'), '?'), aem.get('url'))
+    else:
+        answer = 'did not answer 200: %s' % aem.get('message')
+    return ['AEM (%s, %s): stopped at %s, started at %s, %s.' % (
+        aem.get('unit'), aem.get('why'), dash(aem.get('stopped'), '?'), dash(aem.get('started'), '?'), answer)]
+
+
+def error_log_lines(r):
+    scan = r.get('error_log')
+    if not scan:
+        return []
+    out = ['## AEM error.log', '']
+    if scan.get('error'):
+        return out + ['%s could not be read: %s' % (scan.get('path'), scan['error']), '']
+    out += ['%s, from the run\'s start to its end on the host\'s clock, and in the whole file:' % scan.get('path'), '',
+            '| symptom | during the run | in the file |', '|---|---:|---:|']
+    for key, words in SYMPTOMS:
+        out.append('| %s | %s | %s |' % (words, dash(get(scan, 'since_run', key), '?'),
+                                         dash(get(scan, 'total', key), '?')))
+    return out + ['']
+
+
+def readers_lines(r):
+    rd = r.get('readers') or {}
+    refreshed, stale, restart = rd.get('refreshed') or [], rd.get('stale') or [], rd.get('needs_restart') or []
+    if not (refreshed or stale or restart or rd.get('aem_restarted')):
+        return []
+    out = ['## Processes that already read the targets', '',
+           'The kernel gives each open file the device\'s read-ahead when it is opened; these processes had files '
+           'open before the change.', '',
+           '| pid | command | unit | started | files | now |', '|---:|---|---|---|---:|---|']
+
+    def row(x, now):
+        return '| %s | %s | %s | %s | %s | %s |' % (x.get('pid'), x.get('comm'), x.get('unit') or '-',
+                                                    x.get('start') or '?', x.get('count'), now)
+    for x in refreshed:
+        out.append(row(x, 'would be refreshed (check mode)' if r.get('check_mode') else 'refreshed in place'))
+    for x in stale:
+        out.append(row(x, 'still stale: %s' % x.get('reason')))
+    for x in restart:
+        out.append(row(x, 'needs a restart: %s' % x.get('reason')))
+    out.append('')
+    unit = rd.get('aem_unit')
+    if unit:
+        if rd.get('aem_restarted'):
+            state = 'restarted (aem_tuning_restart_stale_aem)'
+        elif rd.get('aem_needs_restart'):
+            state = 'needs a restart (set aem_tuning_restart_stale_aem: true to let the role do it)'
+        elif rd.get('aem_refreshed'):
+            state = 'refreshed in place, no restart needed'
+        else:
+            state = 'not among them'
+        out.append('AEM\'s unit %s: %s.' % (unit, state))
+        units = (unit, unit + '.service')
+        others = [x for x in refreshed if x.get('unit') not in units]
+        if others:
+            out.append('Also refreshed, outside AEM\'s unit (POSIX_FADV_NORMAL also clears a RANDOM or SEQUENTIAL hint '
+                       'they may have set): %s.' % ', '.join(
+                           'pid %s (%s%s)' % (x.get('pid'), x.get('comm'), (', ' + x['unit']) if x.get('unit') else '')
+                           for x in others))
+    else:
+        out.append('AEM\'s unit: not named (aem_tuning_aem_service).')
+    return out + ['']
+
+
+def report_md(host, r, chart):
+    first, before, after = r.get('first') or {}, r.get('before') or {}, r.get('after') or {}
+    check = ', check mode' if r.get('check_mode') else ''
+    out = ['# %s: read-ahead and THP (%s, %s mode%s)' % (host, r.get('state'), r.get('mode'), check), '']
+    out += failure_paragraph(r)
+    if not after.get('os'):
+        # A refusal before the facts were complete: the message above is the report.
+        out += ['No facts were read from the host.', '']
+        return '\n'.join(out)
+    out += ['Run started %s (the host\'s clock). %s %s, tuned %s: %s -> %s.' % (
+        r.get('started'), get(after, 'os', 'id'), get(after, 'os', 'version_id'),
+        get(after, 'tuned', 'version') or 'not installed',
+        ' '.join(get(before, 'tuned', 'active_profiles', default=[])) or '-',
+        ' '.join(get(after, 'tuned', 'active_profiles', default=[])) or '-'), '']
+    taken = r.get('snapshot_taken')
+    out += ['"first run" is the snapshot taken before this collection first changed the host%s.' % (
+        (' (%s, %s %s)' % (taken, get(first, 'os', 'id'), get(first, 'os', 'version_id'))) if taken else ''), '']
+    if r.get('failed_before_change') and not r.get('targets') and not r.get('devices'):
+        out += ['No target was resolved.', '']
+    else:
+        out += ['| target | device | layer | first run KiB | before KiB | after KiB | wanted | before set by |',
+                '|---|---|---|---:|---:|---:|---:|---|']
+        for target, name in device_rows(r):
+            out.append('| %s | %s | %s | %s | %s | %s | %s | %s |' % (
+                target, name, get(after, 'block_devices', name, 'type', default='?'),
+                get(first, 'block_devices', name, 'read_ahead_kb', default='?'),
+                get(before, 'block_devices', name, 'read_ahead_kb', default='?'),
+                get(after, 'block_devices', name, 'read_ahead_kb', default='?'), wanted(r),
+                get(before, 'block_devices', name, 'set_by') or '-'))
+    why = get(r, 'read_ahead_default', 'why')
+    if r.get('state') == 'present' and why:
+        out += ['', 'Wanted read-ahead: %s.' % why]
+    out.append('')
+    if r.get('auto') and r.get('state') == 'present':
+        out += sweep_section(host, r, chart)
+    out += ['| THP | first run | before | after |', '|---|---|---|---|']
+    for attr in ('enabled', 'defrag'):
+        out.append('| %s | %s | %s | %s |' % (attr, get(first, 'thp', 'runtime', attr, 'value', default='n/a'),
+                                              get(before, 'thp', 'runtime', attr, 'value', default='n/a'),
+                                              get(after, 'thp', 'runtime', attr, 'value', default='n/a')))
+    out.append('| kernel command line (running) | %s | %s | %s |' % (
+        dash(get(first, 'thp', 'running_cmdline')), dash(get(before, 'thp', 'running_cmdline')),
+        dash(get(after, 'thp', 'running_cmdline'))))
+    out.append('')
+    probe = r.get('probe') or {}
+    pb, pa = probe.get('before') or {}, probe.get('after') or {}
+    if 'read_amplification' in pb and 'read_amplification' in pa:
+        out += ['| io_probe (%s, %s KiB random reads on %s) | before | after |' % (
+            pa.get('method'), pa.get('record_kb'), pa.get('device')), '|---|---:|---:|',
+            '| read-ahead KiB | %s | %s |' % (pb.get('read_ahead_kb'), pa.get('read_ahead_kb')),
+            '| reads | %s | %s |' % (pb.get('reads'), pa.get('reads')),
+            '| read amplification (device bytes / bytes read) | %s%s | %s%s |' % (
+                pb.get('read_amplification'), ' (noisy)' if pb.get('noisy') else '',
+                pa.get('read_amplification'), ' (noisy)' if pa.get('noisy') else ''),
+            '| latency p50 / p99 ms | %s / %s | %s / %s |' % (
+                get(pb, 'latency', 'p50_ms', default='?'), get(pb, 'latency', 'p99_ms', default='?'),
+                get(pa, 'latency', 'p50_ms', default='?'), get(pa, 'latency', 'p99_ms', default='?')), '']
+    conflicts = get(after, 'tuned', 'conflicts', default=[])
+    if conflicts:
+        out += ['Other tuned profiles that set what the collection sets (tuned ends with the winner\'s value):', '',
+                '| profile | section | option | its value | ours | winner |', '|---|---|---|---|---|---|']
+        for c in conflicts:
+            out.append('| %s | %s | %s | %s | %s | %s%s |' % (
+                c.get('profile'), c.get('section'), c.get('option'), c.get('value'), c.get('ours'), c.get('winner'),
+                (' (where %s)' % c['condition']) if c.get('condition') else ''))
+        out.append('')
+    out.append('Boot loader: %s (%s).' % (get(after, 'os', 'boot_method'), get(after, 'os', 'boot_reason')))
+    out += reboot_lines(r)
+    out += aem_lines(r)
+    out.append('tuned-adm verify: %s.' % r.get('tuned_verify'))
+    out.append('')
+    out += error_log_lines(r)
+    out += readers_lines(r)
+    changes = r.get('changes') or []
+    if changes:
+        out += ['## %s' % ('What this run would change (check mode)' if r.get('check_mode') else 'What this run changed'),
+                '']
+        out += ['- %s' % change_words(r, c) for c in changes]
+        out.append('')
+    elif not r.get('error'):
+        out += ['This run changed nothing on the host.', '']
+    for e in r.get('fact_errors') or []:
+        out.append('Facts not read: %s' % e)
+    misses = r.get('misses') or []
+    if misses:
+        out.append('Not compliant:')
+        out += ['- %s' % m for m in misses]
+    elif not r.get('error'):
+        out.append('Compliant.')
+    out.append('')
+    return '\n'.join(out)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The fleet summary
+
+
+def summary_row(host, r):
+    """The summary's data for one host (summary.json), or None without a result."""
+    if not r:
+        return None
+    before, after = r.get('before') or {}, r.get('after') or {}
+    names = [get(after, 'paths', path, 'device', default='?') for path in r.get('targets') or []]
+    for name in sorted((r.get('devices') or {}).values()):
+        if name not in names:
+            names.append(name)
+    sw = r.get('read_ahead_sweep') or {}
+    rd = r.get('readers') or {}
+    rb = r.get('reboot') or {}
+    return {
+        'host': host, 'schema_version': r.get('schema_version'), 'state': r.get('state'), 'mode': r.get('mode'),
+        'check_mode': r.get('check_mode'), 'started': r.get('started'), 'verified': r.get('verified'),
+        'compliant': r.get('compliant'), 'outcome': outcome(r), 'misses': r.get('misses') or [],
+        'error': r.get('error') or '', 'read_ahead_kb': r.get('read_ahead_kb'),
+        'devices': [{'name': n, 'before_kb': get(before, 'block_devices', n, 'read_ahead_kb'),
+                     'after_kb': get(after, 'block_devices', n, 'read_ahead_kb')} for n in names],
+        'auto': ({'recommended_kb': sw['recommended_kb'], 'source': sw.get('source')}
+                 if 'recommended_kb' in sw else None),
+        'thp': {'before': get(before, 'thp', 'runtime', 'enabled', 'value'),
+                'after': get(after, 'thp', 'runtime', 'enabled', 'value')},
+        'tuned': get(after, 'tuned', 'active_profiles', default=[]),
+        'changes': len(r.get('changes') or []),
+        'rebooted': bool(rb.get('done')), 'reboot_required': bool(r.get('reboot_required')) and not rb.get('done'),
+        'readers': {'refreshed': len(rd.get('refreshed') or []), 'needs_restart': len(rd.get('needs_restart') or []),
+                    'aem_restarted': bool(rd.get('aem_restarted')), 'aem_needs_restart': bool(rd.get('aem_needs_restart')),
+                    'aem_unit': rd.get('aem_unit') or ''},
+    }
+
+
+def summary_md(rows, title):
+    out = ['# aemops.os_tuning fleet summary%s' % (': ' + title if title else ''), '',
+           '| host | state | mode | targets (before -> after KiB) | THP | tuned | result | running readers '
+           '| reboot | verified (host clock) |',
+           '|---|---|---|---|---|---|---|---|---|---|']
+    for host, row in rows:
+        if row is None:
+            out.append('| %s | | | | | | no result (the role did not reach its result on this host) | | | |' % host)
+            continue
+        targets = '; '.join('%s %s -> %s' % (d['name'], dash(d['before_kb'], '?'), dash(d['after_kb'], '?'))
+                            for d in row['devices'])
+        if row['auto']:
+            targets += ' (auto: %s KiB, %s)' % (row['auto']['recommended_kb'], row['auto']['source'])
+        rd = row['readers']
+        readers = '%d refreshed, %d need a restart' % (rd['refreshed'], rd['needs_restart'])
+        if rd['aem_unit'] and rd['aem_restarted']:
+            readers += ' (AEM restarted)'
+        elif rd['aem_unit'] and rd['aem_needs_restart']:
+            readers += ' (AEM among them)'
+        reboot = 'rebooted' if row['rebooted'] else ('required' if row['reboot_required'] else '-')
+        out.append('| %s | %s | %s | %s | %s -> %s | %s | %s | %s | %s | %s |' % (
+            host, row['state'], row['mode'] + (' (check)' if row['check_mode'] else ''), targets,
+            dash(row['thp']['before'], '?'), dash(row['thp']['after'], '?'), ' '.join(row['tuned']) or '-',
+            row['outcome'], readers, reboot, dash(row['verified'], '?')))
+    out.append('')
+    return '\n'.join(out)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def draw_chart(host, r, directory):
+    """sweep.png from the host's sweep results, through files/sweep_chart.py; {} when there is nothing to draw."""
+    sw = r.get('read_ahead_sweep') or {}
+    if not sw.get('results'):
+        return {}
+    if HERE not in sys.path:
+        sys.path.insert(0, HERE)
+    import sweep_chart  # pylint: disable=import-error  # files/sweep_chart.py, next to this file
+    png = os.path.join(directory, 'sweep.png')
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    return sweep_chart.draw(sw, png, host)
+
+
+def render(directory, payload):
+    results = payload.get('results') or {}
+    write = payload.get('write')
+    if write is None:
+        write = sorted(h for h, r in results.items() if r)
+    play = payload.get('play')
+    written, charts = [], {}
+    for host in write:
+        r = results.get(host)
+        if not r:
+            continue
+        hostdir = os.path.join(directory, host)
+        chart = draw_chart(host, r, hostdir) if payload.get('chart', True) else {}
+        if chart:
+            charts[host] = chart.get('chart') or chart.get('skipped')
+            if chart.get('chart'):
+                written.append(chart['chart'])
+        after = dict(r.get('after') or {})
+        if r.get('read_ahead_sweep'):
+            after['read_ahead_sweep'] = r['read_ahead_sweep']
+        written.append(write_file(os.path.join(hostdir, 'before.json'), to_json(r.get('before') or {})))
+        written.append(write_file(os.path.join(hostdir, 'after.json'), to_json(after)))
+        written.append(write_file(os.path.join(hostdir, 'report.md'), report_md(host, r, chart)))
+    if payload.get('summary', True):
+        rows = []
+        for host in sorted(results):
+            r = results[host]
+            if r and play is not None and r.get('play') != play:
+                r = None
+            rows.append((host, summary_row(host, r)))
+        generated = time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
+        written.append(write_file(os.path.join(directory, 'summary.md'), summary_md(rows, payload.get('title'))))
+        written.append(write_file(os.path.join(directory, 'summary.json'), to_json({
+            'schema_version': SCHEMA_VERSION, 'generated': generated, 'title': payload.get('title'),
+            'hosts': dict((host, row) for host, row in rows)})))
+    return {'written': written, 'charts': charts}
+
+
+def main(argv, stdin):
+    if len(argv) != 2:
+        sys.stderr.write('usage: aem_reports.py DIR < base64(JSON payload)\n')
+        return 2
+    try:
+        raw = stdin.read()
+        payload = json.loads(base64.b64decode(raw.strip()).decode('utf-8'))
+    except (ValueError, TypeError) as e:
+        sys.stderr.write('aem_reports.py: the payload is not base64 of a JSON object: %s\n' % e)
+        return 2
+    if not isinstance(payload, dict):
+        sys.stderr.write('aem_reports.py: the payload is not a JSON object\n')
+        return 2
+    print(json.dumps(render(argv[1], payload)))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv, getattr(sys.stdin, 'buffer', sys.stdin)))

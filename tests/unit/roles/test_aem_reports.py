@@ -1,0 +1,252 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The role's reports, rendered on the controller from aem_tuning_result alone (files/aem_reports.py), and the host-side
+boot_clock.py, run as the role runs them.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+FILES = os.path.join(os.path.dirname(os.path.realpath(__file__)), os.pardir, os.pardir, os.pardir,
+                     'roles', 'aem_tuning', 'files')
+REPORTS = os.path.join(FILES, 'aem_reports.py')
+CLOCK = os.path.join(FILES, 'boot_clock.py')
+
+
+def facts(kb, thp, profiles):
+    return {
+        'os': {'id': 'rhel', 'version_id': '8.10', 'boot_method': 'grubby', 'boot_reason': 'RHEL 8 with BLS'},
+        'tuned': {'version': '2.22.1', 'active_profiles': profiles, 'conflicts': []},
+        'paths': {'/srv/aem': {'device': 'dm-0'}},
+        'block_devices': {'dm-0': {'type': 'lvm', 'read_ahead_kb': kb, 'set_by': 'tuned throughput-performance [disk]'},
+                          'nvme1n1': {'type': 'nvme', 'read_ahead_kb': kb, 'set_by': None}},
+        'thp': {'runtime': {'enabled': {'value': thp}, 'defrag': {'value': thp}}, 'running_cmdline': None},
+        'clock': {'iso': '2026-12-02T10:00:00Z'},
+    }
+
+
+BASE = {
+    'schema_version': 1, 'host': 'aem1', 'play': 'Post', 'state': 'present', 'mode': 'apply', 'check_mode': False,
+    'started': '2026-12-02T10:00:00Z', 'verified': '2026-12-02T10:03:10Z',
+    'targets': ['/srv/aem'], 'devices': {'/dev/disk/by-id/nvme-Amazon_vol0b': 'nvme1n1'}, 'read_ahead_kb': 32,
+    'compliant': True, 'compliant_before': False, 'misses_before': ['/srv/aem (dm-0): dm-0 reads 4096 KiB, not 32'],
+    'misses': [], 'changes': [], 'failed_before_change': False, 'error': '', 'errors': [], 'fact_errors': [],
+    'reboot_required': False,
+    'reboot': {'requested': 'false', 'required': False, 'done': False, 'boot_id_before': None, 'before': None,
+               'boot_id_after': None, 'booted': None, 'after': None, 'elapsed_s': None},
+    'aem': None,
+    'readers': {'refreshed': [], 'stale': [], 'needs_restart': [], 'not_refreshed': [], 'unreadable': [],
+                'aem_unit': 'aem', 'aem_refreshed': False, 'aem_needs_restart': False, 'aem_restarted': False},
+    'error_log': None, 'probe': None, 'auto': False, 'may_sweep': False, 'read_ahead_sweep': {}, 'sweep_failure': None,
+    'read_ahead_default': {'kb': 32, 'why': '32 KiB: the default'}, 'read_ahead_devices': [],
+    'tuned_verify': 'passed', 'snapshot_taken': '2026-11-01T09:00:00Z',
+    'first': facts(4096, 'always', ['virtual-guest']), 'before': facts(4096, 'always', ['virtual-guest']),
+    'after': facts(32, 'never', ['virtual-guest', 'aemops-os-tuning']), 'report': '/r/aem1/report.md',
+}
+
+APPLIED_WITH_REBOOT = dict(
+    BASE,
+    changes=[
+        {'kind': 'read_ahead', 'devices': [{'name': 'dm-0', 'before_kb': 4096, 'after_kb': 32, 'targets': ['/srv/aem']},
+                                           {'name': 'nvme1n1', 'before_kb': 4096, 'after_kb': 32, 'targets': ['x']}]},
+        {'kind': 'thp', 'runtime': {'enabled': {'before': 'always', 'after': 'never'}}, 'persist': ['tuned', 'cmdline'],
+         'cmdline': None},
+        {'kind': 'aem', 'unit': 'aem', 'action': 'stopped'},
+        {'kind': 'reboot', 'boot_id_before': 'b-1', 'boot_id_after': 'b-2'},
+        {'kind': 'aem', 'unit': 'aem', 'action': 'started'},
+    ],
+    reboot_required=True,
+    reboot={'requested': 'auto', 'required': True, 'done': True, 'boot_id_before': 'b-1',
+            'before': '2026-12-02T10:01:00Z', 'boot_id_after': 'b-2', 'booted': '2026-12-02T10:01:40Z',
+            'after': '2026-12-02T10:02:05Z', 'elapsed_s': 58},
+    aem={'unit': 'aem', 'why': 'reboot', 'stopped': '2026-12-02T10:01:00Z', 'started': '2026-12-02T10:02:06Z',
+         'answered': '2026-12-02T10:03:06Z', 'status': 200, 'waited_s': 60.2, 'ok': True,
+         'url': 'http://127.0.0.1:4502/libs/granite/core/content/login.html', 'message': 'AEM answered 200'},
+    error_log={'path': '/opt/aem/crx-quickstart/logs/error.log', 'since_run': {'commit_blocked': 0, 'checkpoint_failed': 0},
+               'total': {'commit_blocked': 17, 'checkpoint_failed': 3}, 'error': None},
+)
+
+
+def run(tmpdir, payload, raw=None):
+    data = raw if raw is not None else base64.b64encode(json.dumps(payload).encode('utf-8'))
+    proc = subprocess.Popen([sys.executable, REPORTS, str(tmpdir)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    out, err = proc.communicate(data)
+    return proc.returncode, out.decode('utf-8'), err.decode('utf-8')
+
+
+def read(path):
+    with open(str(path)) as f:
+        return f.read()
+
+
+def test_a_reboot_is_reported_with_its_boot_ids_and_times_and_aem_with_its_200(tmpdir):
+    rc, out, _err = run(tmpdir, {'results': {'aem1': APPLIED_WITH_REBOOT}})
+    assert rc == 0
+    text = read(tmpdir.join('aem1', 'report.md'))
+    assert 'Reboot required: False' not in text
+    assert ('Rebooted (aem_tuning_reboot: auto): boot b-1, before the reboot at 2026-12-02T10:01:00Z, came back as '
+            'boot b-2, booted at 2026-12-02T10:01:40Z, boot finished at 2026-12-02T10:02:05Z') in text
+    assert ('AEM (aem, reboot): stopped at 2026-12-02T10:01:00Z, started at 2026-12-02T10:02:06Z, answered 200 at '
+            '2026-12-02T10:03:06Z') in text
+    # error.log counts as a table, not a Python dict
+    assert '| This commit is blocked by a commit | 0 | 17 |' in text
+    assert '| Failed to create checkpoint | 0 | 3 |' in text
+    assert "{'commit_blocked'" not in text
+    assert '| /srv/aem | dm-0 | lvm | 4096 | 4096 | 32 | 32 | tuned throughput-performance [disk] |' in text
+    assert '| /dev/disk/by-id/nvme-Amazon_vol0b | nvme1n1 | nvme | 4096 | 4096 | 32 | 32 | - |' in text
+    assert '| enabled | always | always | never |' in text
+    assert '- set read-ahead: dm-0 4096 -> 32 KiB, nvme1n1 4096 -> 32 KiB' in text
+    assert '- set THP: enabled always -> never' in text
+    assert '- rebooted (boot b-1 -> b-2)' in text
+    assert text.rstrip().endswith('Compliant.')
+    written = json.loads(out)['written']
+    assert sorted(os.path.relpath(p, str(tmpdir)) for p in written) == [
+        'aem1/after.json', 'aem1/before.json', 'aem1/report.md', 'summary.json', 'summary.md']
+    assert json.loads(read(tmpdir.join('aem1', 'after.json')))['block_devices']['dm-0']['read_ahead_kb'] == 32
+
+
+def test_a_refusal_before_any_change_shows_its_message_first(tmpdir):
+    refused = dict(BASE, failed_before_change=True, compliant=False, targets=[], devices={}, changes=[],
+                   error='nothing was changed: aem_tuning_read_ahead_kb 30 is not a multiple of the page size (4 KiB)',
+                   after={}, before={}, first={})
+    rc, _out, _err = run(tmpdir, {'results': {'aem1': refused}})
+    assert rc == 0
+    lines = read(tmpdir.join('aem1', 'report.md')).splitlines()
+    assert lines[0] == '# aem1: read-ahead and THP (present, apply mode)'
+    assert lines[2] == ('**The run stopped before any change: nothing was changed: aem_tuning_read_ahead_kb 30 is not a '
+                        'multiple of the page size (4 KiB)**')
+    assert len('\n'.join(lines)) < 1000
+    assert 'after its first change' not in '\n'.join(lines)
+    summary = read(tmpdir.join('summary.md'))
+    assert '| aem1 | present | apply |' in summary and 'FAILED: nothing was changed' in summary
+
+
+def test_a_failure_on_a_compliant_host_that_changed_nothing_says_so(tmpdir):
+    failed = dict(BASE, compliant=False, compliant_before=True, misses_before=[], changes=[],
+                  error='Wait for AEM: AEM did not come back: aem.service is failed')
+    run(tmpdir, {'results': {'aem1': failed}})
+    text = read(tmpdir.join('aem1', 'report.md'))
+    assert ('**The run failed; it had changed nothing on the host: Wait for AEM: AEM did not come back: aem.service is '
+            'failed.** Its tuning was compliant when the run started.') in text
+    assert 'after its first change' not in text and 'after it changed' not in text
+
+
+def test_a_failure_after_changes_names_them_before_the_message(tmpdir):
+    failed = dict(APPLIED_WITH_REBOOT, compliant=False, compliant_before=True,
+                  error='Wait for AEM: AEM did not come back: aem-dies.service is failed',
+                  changes=APPLIED_WITH_REBOOT['changes'][2:],
+                  aem=dict(APPLIED_WITH_REBOOT['aem'], ok=False, answered=None, status=None,
+                           message='AEM did not come back: aem-dies.service is failed'))
+    run(tmpdir, {'results': {'aem1': failed}})
+    text = read(tmpdir.join('aem1', 'report.md'))
+    assert ('**The run failed after it changed the host (stopped AEM (aem); rebooted (boot b-1 -> b-2); started AEM '
+            '(aem)): Wait for AEM: AEM did not come back: aem-dies.service is failed.** Its tuning was compliant when '
+            'the run started.') in text
+    assert 'did not answer 200: AEM did not come back' in text
+    assert 'Compliant.' not in text
+
+
+def test_check_mode_words_what_would_change(tmpdir):
+    checked = dict(APPLIED_WITH_REBOOT, check_mode=True, changes=APPLIED_WITH_REBOOT['changes'][:2])
+    run(tmpdir, {'results': {'aem1': checked}})
+    text = read(tmpdir.join('aem1', 'report.md'))
+    assert '## What this run would change (check mode)' in text
+    assert '- would have set read-ahead: dm-0 4096 -> 32 KiB' in text
+    # ansible.builtin.reboot says rebooted in check mode, without a reboot
+    assert 'Reboot: the run would reboot (aem_tuning_reboot: auto; check mode does not).' in text
+    assert 'Rebooted' not in text
+
+
+def test_the_summary_covers_every_host_and_leaves_out_an_earlier_play(tmpdir):
+    other = dict(BASE, host='aem2', play='Pre', misses=['THP: enabled is always, not never'], compliant=False)
+    payload = {'results': {'aem1': APPLIED_WITH_REBOOT, 'aem2': other, 'aem3': None}, 'write': ['aem1'], 'play': 'Post'}
+    run(tmpdir, payload)
+    summary = read(tmpdir.join('summary.md'))
+    assert ('| aem1 | present | apply | dm-0 4096 -> 32; nvme1n1 4096 -> 32 | always -> never | virtual-guest '
+            'aemops-os-tuning | compliant | 0 refreshed, 0 need a restart | rebooted | 2026-12-02T10:03:10Z |') in summary
+    # aem2's result is from another play (migrate-aem.yml's pre, seen from post): not this play's result
+    assert '| aem2 | | | | | | no result (the role did not reach its result on this host) | | | |' in summary
+    assert '| aem3 | | | | | | no result' in summary
+    data = json.loads(read(tmpdir.join('summary.json')))
+    assert data['schema_version'] == 1 and sorted(data['hosts']) == ['aem1', 'aem2', 'aem3']
+    assert data['hosts']['aem1']['compliant'] is True and data['hosts']['aem1']['rebooted'] is True
+    assert data['hosts']['aem2'] is None
+    assert sorted(os.listdir(str(tmpdir))) == ['aem1', 'summary.json', 'summary.md']
+    # Without a play, every result counts (playbooks/summary.yml, from the fact cache)
+    run(tmpdir, {'results': {'aem2': other}, 'write': []})
+    assert '| aem2 | present | apply |' in read(tmpdir.join('summary.md'))
+
+
+def test_the_sweep_chart_is_drawn_or_its_absence_explained(tmpdir):
+    sweep = {'source': 'sweep', 'device': 'nvme1n1', 'path': '/srv/aem', 'recommended_kb': 64, 'best_kb': 32,
+             'original_kb': 4096, 'restored_kb': 4096, 'why': 'the fewest device bytes within 5%', 'readers': 4,
+             'duration': 5, 'tolerance_pct': 5.0, 'sweep': [256, 64, 32], 'within_kb': [32, 64],
+             'caps': {'type': 'gp3', 'iops': 3000, 'mib_s': 125.0, 'basis': 'gp3 baseline'},
+             'results': [{'read_ahead_kb': 256, 'reads_per_s': 900.0, 'seq_mib_s': 120.0, 'read_amplification': 20.1},
+                         {'read_ahead_kb': 64, 'reads_per_s': 2890.0, 'seq_mib_s': 118.0, 'read_amplification': 5.1},
+                         {'read_ahead_kb': 32, 'reads_per_s': 2950.4, 'seq_mib_s': 80.0, 'read_amplification': 2.7}]}
+    result = dict(BASE, auto=True, may_sweep=True, read_ahead_kb=64, read_ahead_sweep=sweep)
+    rc, out, _err = run(tmpdir, {'results': {'aem1': result}})
+    assert rc == 0
+    text = read(tmpdir.join('aem1', 'report.md'))
+    assert '## Read-ahead: auto' in text
+    assert '**64 KiB**, chosen by the sweep of nvme1n1 (/srv/aem) in this run' in text
+    assert '| 64 | 2890.0 | 5.1x | ? | ? | ? | ? | 118.0 | ? | chosen |' in text
+    assert json.loads(read(tmpdir.join('aem1', 'after.json')))['read_ahead_sweep']['recommended_kb'] == 64
+    try:
+        import matplotlib  # noqa: F401  pylint: disable=unused-import
+    except ImportError:
+        assert 'Chart: matplotlib is not importable on the controller' in text
+        assert not tmpdir.join('aem1', 'sweep.png').exists()
+    else:
+        assert '![read-ahead sweep of aem1](sweep.png)' in text
+        assert tmpdir.join('aem1', 'sweep.png').size() > 1000
+        assert json.loads(out)['charts']['aem1'].endswith('sweep.png')
+
+
+def test_a_bad_payload_exits_2(tmpdir):
+    rc, _out, err = run(tmpdir, None, raw=b'{"results": {}}')
+    assert rc == 2 and 'not base64 of a JSON object' in err
+    assert tmpdir.listdir() == []
+
+
+def test_the_reports_depend_on_nothing_but_the_payload(tmpdir):
+    """A stale file from an earlier run is replaced, not read."""
+    tmpdir.join('aem1').ensure(dir=True)
+    tmpdir.join('aem1', 'report.md').write('stale')
+    tmpdir.join('summary.md').write('stale')
+    run(tmpdir, {'results': {'aem1': copy.deepcopy(BASE)}})
+    assert 'stale' not in read(tmpdir.join('aem1', 'report.md'))
+    assert 'stale' not in read(tmpdir.join('summary.md'))
+    assert [p.basename for p in tmpdir.join('aem1').listdir() if p.basename.startswith('.')] == []
+
+
+def test_boot_clock_reads_the_boot_id_and_boot_time(tmpdir):
+    tmpdir.join('proc', 'sys', 'kernel', 'random').ensure(dir=True)
+    tmpdir.join('proc', 'sys', 'kernel', 'random', 'boot_id').write('0f8e-boot\n')
+    tmpdir.join('proc', 'stat').write('cpu  1 2 3\nbtime 1796219953\nprocesses 5\n')
+    out = subprocess.check_output([sys.executable, CLOCK, str(tmpdir) + '/'])
+    data = json.loads(out.decode('utf-8'))
+    assert data['boot_id'] == '0f8e-boot'
+    assert data['booted_epoch'] == 1796219953 and data['booted'] == '2026-12-02T13:59:13Z'
+    assert data['iso'].endswith('Z') and data['epoch'] > 1796219953
+
+
+@pytest.mark.skipif(not os.path.exists('/proc/sys/kernel/random/boot_id'), reason='not Linux')
+def test_boot_clock_on_this_host():
+    data = json.loads(subprocess.check_output([sys.executable, CLOCK]).decode('utf-8'))
+    with open('/proc/sys/kernel/random/boot_id') as f:
+        assert data['boot_id'] == f.read().strip()
