@@ -39,6 +39,7 @@ import glob
 import os
 import re
 
+from ansible_collections.aemops.os_tuning.plugins.module_utils.compliance import CHILD_PROFILE
 from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read_text, root_path
 
 ACTIVE_PROFILE_FILE = '/etc/tuned/active_profile'
@@ -611,7 +612,7 @@ def read_ahead_for_device(units, name, props):
 #   [vm]
 #   transparent_hugepages=never
 
-CHILD_PROFILE = 'aemops-os-tuning'
+# The child's name is the rulebook's, compliance.CHILD_PROFILE (imported above).
 OWNER_ORDER = ('read_ahead', 'thp')
 _OWNER_PREFIX = '# owner: '
 
@@ -658,11 +659,11 @@ def parse_child(text, path):
     return result
 
 
-def render_child(baseline, parents, sections):
+def render_child(baseline, sections):
     """Text of the child profile; ``sections`` is a list of (owner, name, [(key, value)]).
 
-    No ``include=``: the child is activated after ``parents`` in the active profile list
-    (``parents`` is accepted for the callers' symmetry; the text does not depend on it).
+    No ``include=``: the child is activated after its parents in the active profile list
+    (:func:`desired_active`), so the text does not name them.
     """
     from ansible_collections.aemops.os_tuning.plugins.module_utils.files import baseline_line, managed_header
     lines = managed_header('tuned child profile',
@@ -759,7 +760,7 @@ def plan_child(root, owner, new_sections, version=None, state=None):
     if not parents:
         raise TunedProfileError('tuned has no active profile to build on (%s is empty). Activate one first, '
                                 'for example: tuned-adm profile virtual-guest.' % ACTIVE_PROFILE_FILE)
-    result['after'] = render_child(baseline, parents, sections)
+    result['after'] = render_child(baseline, sections)
     target = desired_active(parents)
     off = no_profile_reason(root)
     if off:
