@@ -57,6 +57,10 @@ class NoSuchDeviceError(BlockDeviceError):
     """The device or path does not exist."""
 
 
+class LvsFailed(BlockDeviceError):
+    """lvs exited with an error (lvs_read_ahead)."""
+
+
 class HostSnapshot(str):
     """A ``root`` for one run that reads the udev database, mountinfo and stable identities once.
 
@@ -748,6 +752,17 @@ def parse_lvs_read_ahead(output):
     if not m:
         raise BlockDeviceError('cannot parse the LVM read-ahead from lvs output %r.' % output)
     return int(m.group(1))
+
+
+def lvs_read_ahead(run, lvs, vg, lv, name):
+    """The LV's read-ahead in its VG metadata, ``auto`` or sectors, from ``lvs`` (the binary), which is read-only;
+    ``run`` is a module's run_command, ``name`` the LV's dm device, for the message. Raises LvsFailed when lvs
+    fails, BlockDeviceError when its answer cannot be parsed. The one reader of it: read_ahead plans from it,
+    tuning_facts reports it."""
+    rc, out, err = run(lvs_read_ahead_args(lvs, vg, lv))
+    if rc != 0:
+        raise LvsFailed('lvs failed for %s/%s (%s): %s' % (vg, lv, name, err.strip() or out.strip()))
+    return parse_lvs_read_ahead(out)
 
 
 def lvchange_read_ahead_args(lvchange, vg, lv, value):

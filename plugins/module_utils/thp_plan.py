@@ -16,7 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import bootloader, files, thp, tuned
+from ansible_collections.aemops.os_tuning.plugins.module_utils import bootloader, compliance, files, thp, tuned
 
 KEY = 'transparent_hugepage'
 
@@ -95,11 +95,11 @@ def resolve_persist(snap, requested, warnings):
         if off:
             warnings.append('%s: THP persists on the kernel command line only; the tuned child profile is not '
                             'written or activated.' % off)
-        return ['tuned', 'cmdline'] if have_tuned else ['cmdline']
+        return list(compliance.THP_PERSIST) if have_tuned else ['cmdline']
     problem = files.empty_entries('persist', requested)
     if problem:
         raise PlanError(problem, warnings)
-    bad = [p for p in requested if p not in ('tuned', 'cmdline')]
+    bad = [p for p in requested if p not in compliance.THP_PERSIST]
     if bad:
         raise PlanError('persist has unknown entries %s: use tuned, cmdline, or an empty list for runtime only.'
                         % ', '.join(bad), warnings)

@@ -316,7 +316,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import files, read_ahead_plan, readers, tuned, udev_rules
 
 ROOT = '/'
-MAX_READ_AHEAD_KB = udev_rules.MAX_READ_AHEAD_KB
 
 
 def refresh_readers(module, root, plan, after_kb):

@@ -178,7 +178,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    blockdev, bootloader, compliance, files, kernel_readahead, readers, runstate, thp, tuned, udev_rules)
+    blockdev, bootloader, compliance, files, kernel_readahead, read_ahead_plan, readers, runstate, thp, tuned, udev_rules)
 
 ROOT = '/'
 SKIP_PREFIXES = ('ram', 'zram', 'sr', 'fd')
@@ -206,12 +206,13 @@ def block_devices(module, root, rules, errors=None):
             info['queue'] = kernel_readahead.queue_limits(blockdev.device_dir(root, name))
             info['kernel_default'] = kernel_readahead.default_kb(release, info['queue'], page_kb)
         if info['type'] == 'lvm' and lvs and info.get('lvm', {}).get('vg'):
-            rc, out, _err = module.run_command(blockdev.lvs_read_ahead_args(lvs, info['lvm']['vg'], info['lvm']['lv']))
-            if rc == 0:
-                try:
-                    info['lvm']['read_ahead'] = blockdev.parse_lvs_read_ahead(out)
-                except blockdev.BlockDeviceError:
-                    info['lvm']['read_ahead'] = None
+            try:
+                info['lvm']['read_ahead'] = blockdev.lvs_read_ahead(module.run_command, lvs, info['lvm']['vg'],
+                                                                    info['lvm']['lv'], name)
+            except blockdev.LvsFailed:
+                pass  # no LVM value to report
+            except blockdev.BlockDeviceError:
+                info['lvm']['read_ahead'] = None  # lvs answered what cannot be parsed
         devices[name] = info
     return devices
 
@@ -272,9 +273,8 @@ def tuned_facts(module, root, devices):
     facts['include_chain'] = [p['name'] for p in chain]
     facts['not_evaluated'] = tuned.not_evaluated(chain)
     for name, info in devices.items():
-        hit = tuned.read_ahead_for_device(units, name, blockdev.tuned_properties(root, name))
-        if hit and hit['readahead'] and tuned.disk_plugin_covers(
-                info['type'], version=version, parent_subsystem=tuned.device_parent_subsystem(root, name)):
+        hit = read_ahead_plan.tuned_read_ahead(root, units, version, name, info['type'])
+        if hit:
             facts['read_ahead'][name] = {'instance': hit['instance'], 'profile': hit['profile'],
                                          'setting': hit['readahead']['raw'], 'kb': hit['readahead']['kb']}
     facts['conflicts'] = child_conflicts(root, chain, units)
@@ -524,8 +524,6 @@ def gather(module, root):
     for name, info in devices.items():
         info['set_by'] = kernel_readahead.set_by(info['read_ahead_kb'], info.get('kernel_default'), info.get('queue'),
                                                  tuned_info.get('read_ahead', {}).get(name), info.get('rule'))
-    conflicts = guarded(errors, 'udev rules', [], udev_rules.competing_rules, root)
-    rc_local = guarded(errors, 'rc.local', [], udev_rules.rc_local_setra, root)
     facts = {
         'block_devices': devices,
         'mounts': guarded(errors, 'mounts', {}, mounts, root),
@@ -533,8 +531,7 @@ def gather(module, root):
         'thp': guarded(errors, 'THP', {'runtime': None, 'error': 'unreadable'}, thp_facts, module, root, boot),
         'tuned': tuned_info,
         'managed_files': files_facts,
-        'conflicts': ([dict(c, source='udev rule') for c in conflicts]
-                      + [dict(c, source='rc.local') for c in rc_local]),
+        'conflicts': udev_rules.file_conflicts(root, errors=errors),
         'os': {'id': boot['os_id'], 'version_id': boot['version_id'], 'major': boot['major'],
                'family': boot['family'], 'efi': boot['efi'], 'bls': boot['bls'],
                'boot_method': boot['method'], 'boot_reason': boot['reason'],
