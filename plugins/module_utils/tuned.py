@@ -1038,11 +1038,12 @@ def plan_changes(plan):
     return bool(plan) and bool(plan['after'] != plan['before'] or plan['activate'] or plan['restore'])
 
 
-def plan_summary(plan, changed):
-    """What modules return about the child profile."""
+def plan_summary(plan, changed, actions=()):
+    """What modules return about the child profile: what ``plan`` holds, whether it ``changed``, and the
+    ``actions`` :func:`apply_child` returned (none in check mode)."""
     if not plan:
         return None
-    summary = {'path': plan['path'], 'parents': plan['parents'], 'actions': plan.get('actions', []),
+    summary = {'path': plan['path'], 'parents': plan['parents'], 'actions': list(actions),
                'changed': changed, 'conflicts': plan.get('conflicts', []),
                'not_activated': plan.get('not_activated')}
     if plan.get('load_error'):

@@ -152,7 +152,9 @@ ansible_facts:
           rule, or null).
         - With O(intent), also C(plan) (C(targets), the chosen repository paths; C(devices), each given device's
           kernel name; C(underlying); C(page_kb); C(read_ahead_default), with C(kb) and C(why), when the intent gave
-          no C(read_ahead_kb); C(warnings)) and C(compliance) (C(misses), a list of
+          no C(read_ahead_kb); C(warnings); C(sweep_timeout), the seconds the role gives the read-ahead sweep of
+          the intent's C(sweep) settings (the phases, the scratch file at 10 MiB/s and 600 s more), or null without
+          valid ones) and C(compliance) (C(misses), a list of
           C(subject), C(kind), C(message); C(compliant); C(tuned_verify) with C(rc), C(passed), C(failures),
           C(summary), or null when not run).
         - With an O(intent) of state present, also C(readers), the running processes that read the targets with
@@ -444,27 +446,29 @@ def tuned_verify(module, root, tuned_info):
 
 
 def check_intent(module, root, facts):
-    """Resolve and validate the intent; fail, having changed nothing, on any error."""
-    intent = module.params['intent'] = compliance.normalise_intent(module.params['intent'])
-    plan = resolve_intent(root, intent, facts['paths'])
-    intent, plan['read_ahead_default'] = compliance.with_default(intent, plan['page_kb'])
-    module.params['intent'] = intent
-    extra_errors = []
+    """(intent, plan): the intent resolved and validated, with the default read-ahead or the recorded sweep's value
+    in place; fail, having changed nothing, on any error. The plan is built once, from what was decided before."""
+    intent = compliance.normalise_intent(module.params['intent'])
+    resolved = resolve_intent(root, intent, facts['paths'])
+    intent, read_ahead_default = compliance.with_default(intent, resolved['page_kb'])
+    recorded = {}
+    record_errors, record_warnings = [], []
     if compliance.is_auto(intent) and intent.get('sweep_record') and intent.get('state', 'present') == 'present':
         data, damage = runstate.read_checked(files.root_path(root, intent['sweep_record']), intent['sweep_record'])
-        plan['recorded_sweep'] = (compliance.recorded_sweep(facts, intent, plan, data) if damage is None else
-                                  {'usable': False, 'why': damage, 'record': None})
-        extra_errors, warnings = compliance.recorded_sweep_messages(intent, plan['recorded_sweep'])
-        plan['warnings'].extend(warnings)
-        intent = module.params['intent'] = compliance.with_recorded(intent, plan['recorded_sweep'])
-    errors = plan.pop('errors') + extra_errors + compliance.validate(facts, intent, plan)
-    plan['errors'] = errors
+        recorded['recorded_sweep'] = (compliance.recorded_sweep(facts, intent, resolved, data) if damage is None else
+                                      {'usable': False, 'why': damage, 'record': None})
+        record_errors, record_warnings = compliance.recorded_sweep_messages(intent, recorded['recorded_sweep'])
+        intent = compliance.with_recorded(intent, recorded['recorded_sweep'])
+    errors = resolved['errors'] + record_errors + compliance.validate(facts, intent, resolved)
+    plan = dict(resolved, read_ahead_default=read_ahead_default, errors=errors,
+                warnings=resolved['warnings'] + record_warnings,
+                sweep_timeout=compliance.sweep_timeout(intent.get('sweep')) if not errors else None, **recorded)
     if errors and module.params['fail_on_invalid']:
         module.fail_json(msg='nothing was changed: %s' % ' '.join(errors), errors=errors, changed=False,
                          ansible_facts={'os_tuning': facts})
     for warning in plan['warnings']:
         module.warn(warning)
-    return plan
+    return intent, plan
 
 
 def reader_facts(root, facts, plan):
@@ -479,10 +483,10 @@ def reader_facts(root, facts, plan):
 
 def run(module, root):
     """Gather; with an intent, validate it, then keep the snapshot, verify, and list the misses."""
-    intent = module.params['intent'] or {}
+    given = module.params['intent'] or {}
     problems = [files.empty_entries('paths', module.params['paths'])]
-    problems += [files.empty_entries('intent.%s' % key, intent.get(key))
-                 for key in ('paths', 'candidates', 'devices', 'thp_persist') if isinstance(intent.get(key), list)]
+    problems += [files.empty_entries('intent.%s' % key, given.get(key))
+                 for key in ('paths', 'candidates', 'devices', 'thp_persist') if isinstance(given.get(key), list)]
     problems = [p for p in problems if p]
     if problems:
         module.fail_json(msg='nothing was changed: %s' % ' '.join(problems), errors=problems, changed=False)
@@ -491,7 +495,7 @@ def run(module, root):
     facts['clock'] = {'epoch': now, 'iso': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))}
     snap = module.params['snapshot'] or {'path': None, 'state': 'query'}
     facts['snapshot'] = read_snapshot(root, snap['path']) if snap['path'] else None
-    plan = check_intent(module, root, facts) if module.params['intent'] is not None else None
+    intent, plan = check_intent(module, root, facts) if module.params['intent'] is not None else (None, None)
     changed = False
     if snap['state'] == 'present' and (plan is None or not plan['errors']):
         changed = write_snapshot(module, root, snap['path'], facts, facts['clock'])
@@ -499,12 +503,12 @@ def run(module, root):
     elif snap['state'] == 'absent':
         changed = remove_snapshot(module, root, snap['path'], facts['snapshot'])
     verify = tuned_verify(module, root, facts['tuned']) if module.params['verify'] else None
-    if plan is not None and module.params['intent'].get('state', 'present') == 'present':
+    if plan is not None and intent.get('state', 'present') == 'present':
         facts['readers'] = guarded(facts['errors'], 'readers', None, reader_facts, root, facts, plan)
     if plan is not None:
         facts['plan'] = plan
         found = [compliance.miss('intent', 'invalid', e) for e in plan['errors']]
-        found += compliance.misses(facts, module.params['intent'], plan, verify)
+        found += compliance.misses(facts, intent, plan, verify)
         facts['compliance'] = {'misses': found, 'compliant': not found, 'tuned_verify': verify}
     elif verify is not None:
         facts['compliance'] = {'misses': None, 'compliant': None, 'tuned_verify': verify}

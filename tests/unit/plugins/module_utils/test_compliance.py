@@ -460,6 +460,24 @@ def test_a_bad_sweep_knob_is_refused_naming_the_variable(knobs, needle):
     assert needle in errors[0]
 
 
+@pytest.mark.parametrize('knobs, timeout', [
+    (SWEEP, 643),                                               # 3 x 2 x 3 s + 256 MiB // 10 + 600 s
+    (dict(SWEEP, values=[4096, 1024, 256, 128, 64, 32, 16, 8], duration=5, size_mb=1024), 782),  # 80 + 102 + 600
+    (dict(SWEEP, duration='3'), None),                          # not normalised: not valid
+    (dict(SWEEP, values=None), None),
+    (None, None),
+])
+def test_the_timeout_the_role_gives_the_sweep(knobs, timeout):
+    assert compliance.sweep_timeout(knobs) == timeout
+
+
+def test_the_sweep_timeout_rule_is_the_sweep_modules():
+    assert compliance.sweep_timeout_error(3, 3, 1) is None
+    assert compliance.sweep_timeout_error(2, 3, 1) == (
+        'timeout=2 s is shorter than the random phases alone (3 values x duration=1 s = 3 s): raise timeout, lower '
+        'duration or give fewer values.')
+
+
 def test_the_volume_rules_agree_with_the_sweep_module():
     from ansible_collections.aemops.os_tuning.plugins.module_utils import sweep
     for knobs in ({'volume_type': 'gp3'}, {'volume_type': 'gp2', 'volume_size_gb': 500},

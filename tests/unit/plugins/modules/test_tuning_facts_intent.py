@@ -271,6 +271,14 @@ def test_auto_in_apply_mode_without_a_record_is_left_to_the_sweep(env):
     assert not [w for w in env.warnings if 'sweep' in w]
 
 
+def test_the_plan_holds_the_timeout_the_role_gives_the_sweep(env):
+    # 3 values x 2 phases x 3 s, the 256 MiB scratch file at 10 MiB/s (25 s), and 600 s for the rest
+    _result, facts = run({'intent': auto(may_sweep=True)})
+    assert facts['plan']['sweep_timeout'] == 643
+    _result, facts = run({'intent': intent(read_ahead_kb=32)})
+    assert facts['plan']['sweep_timeout'] is None
+
+
 def test_a_backout_with_auto_ignores_the_record(env):
     # A record that does not hold must not stop a backout, nor a warning say it is used.
     write_record(env, stable_id={'key': 'ENV{DM_UUID}', 'value': 'LVM-another'})
