@@ -5,10 +5,13 @@
 
 """What the read_ahead module does, as ``plan(snapshot, params)`` and ``apply(plan, ...)``.
 
-:class:`Snapshot` reads the host once per run: its ``root`` is a blockdev.HostSnapshot, so
-the udev database, mountinfo and the stable identities are read once whatever step asks;
-the rules file, the other files that set read-ahead, the LVM values (lvs) and tuned (active
-profiles, version, child profile, daemon) are read once here. :func:`plan` decides
+:class:`Snapshot` caches what one run reads of the host: its ``root`` is a blockdev.HostSnapshot,
+so the udev database, mountinfo and the stable identities are read once whatever step asks;
+the rules file, the other files that set read-ahead, the LVM values (lvs) and tuned's answers
+(active profiles, version, child profile, daemon) are asked for once here. Not everything is
+read once: the tuned functions behind those answers (child_state, plan_child, effective_units)
+read tuned's own files (active_profile, tuned-main.conf, the profiles) again each time, and
+sysfs values a run changes (read_ahead_kb) are read every time. :func:`plan` decides
 everything from it, validates everything before the first write and changes nothing; the
 plan is not changed afterwards. :func:`apply` makes the changes, undoes what it can when one
 fails, and reads the values back.
@@ -44,7 +47,8 @@ class ApplyError(Exception):
 
 
 class Snapshot(object):
-    """The host as one run of the read_ahead module sees it: every read at most once.
+    """The host as one run of the read_ahead module sees it: each of the methods below reads its source at most
+    once per run (the tuned functions they call may read tuned's files again; see the module's docstring).
 
     ``run`` and ``which`` are the module's run_command and get_bin_path; only read-only
     commands run here (lvs, tuned-adm --version).
