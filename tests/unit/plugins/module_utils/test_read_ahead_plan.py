@@ -105,7 +105,8 @@ def test_plan_changes_nothing_and_runs_only_lvs(host):
     assert [c[0] for c in tools.calls] == ['/usr/sbin/lvs']
     entry = plan['devices'][0]
     assert (entry['before_kb'], entry['planned_kb'], entry['lvm_target']) == (4096, 32, 64)
-    assert entry['rule'] == udev_rules.render_rule(LV_MATCH, 32)
+    assert entry['rule'] == ('ACTION=="add|change", SUBSYSTEM=="block", ENV{DEVTYPE}=="disk", '
+                             'ENV{DM_UUID}=="LVM-%s", ATTR{queue/read_ahead_kb}="32"' % ('x' * 64))
     assert plan['changed'] is True and plan['file_changed'] is True
 
 

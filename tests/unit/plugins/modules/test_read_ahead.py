@@ -28,6 +28,9 @@ from fakehost import STOCK_PROFILES, deny_run_dir, nitro_host, nitro_tools, tree
 RULES = udev_rules.RULES_FILE
 LV_UUID = 'LVM-' + 'x' * 64
 LV_MATCH = 'ENV{DM_UUID}=="%s"' % LV_UUID
+# The rule read_ahead writes for the LV at 32 KiB, written out.
+LV_RULE_32 = ('ACTION=="add|change", SUBSYSTEM=="block", ENV{DEVTYPE}=="disk", ENV{DM_UUID}=="LVM-%s", '
+              'ATTR{queue/read_ahead_kb}="32"' % ('x' * 64))
 NVME1_MATCH = 'ATTRS{serial}=="vol0123456789abcdef0"'
 NVME0_MATCH = 'ATTRS{serial}=="vol0rootrootrootroot"'
 REPO = '/opt/aem/crx-quickstart/repository'
@@ -89,7 +92,7 @@ def test_diff_shows_the_new_rules_file(env):
     assert diff['before_header'] == '%s (absent)' % RULES
     assert diff['before'] == ''
     assert diff['after_header'] == RULES
-    assert udev_rules.render_rule(LV_MATCH, 32) + '\n' in diff['after']
+    assert LV_RULE_32 + '\n' in diff['after']
     assert udev_rules.parse(diff['after'])[1][LV_MATCH]['read_ahead_kb'] == 4096
 
 
@@ -112,7 +115,7 @@ def test_set_on_path_tunes_the_lv_and_persists(env):
     assert dev['mount_points'] == ['/opt/aem']
     assert dev['stable_id'] == {'key': 'ENV{DM_UUID}', 'value': LV_UUID, 'serial': None}
     assert (dev['before_kb'], dev['after_kb']) == (4096, 32)
-    assert dev['rule'] == udev_rules.render_rule(LV_MATCH, 32)
+    assert dev['rule'] == LV_RULE_32
     # Real effects: sysfs, the rules file with its baseline, and the LVM metadata.
     assert env.ra('dm-0') == 32
     assert env.ra('nvme1n1') == 4096
