@@ -65,7 +65,7 @@ class HostSnapshot(str):
     """A ``root`` for one run that reads the udev database, mountinfo and stable identities once.
 
     Every function here takes it where it takes ``root`` (it is the root path). udev_db,
-    mounts and stable_id_report remember what they read through it, so that the steps of a
+    mounts, stable_id_report, dm_info and majmin remember what they read through it, so that the steps of a
     run (resolving, planning, conflicts, the tuned profile) see one state of the host and do
     not read it again. Values a run changes (read_ahead_kb) are read from sysfs every time.
     """
@@ -162,7 +162,7 @@ def device_dir(root, name):
 
 
 def majmin(root, name):
-    return _read_attr(os.path.join(device_dir(root, name), 'dev'))
+    return _once(root, ('majmin', name), lambda: _read_attr(os.path.join(device_dir(root, name), 'dev')))
 
 
 def is_partition(root, name):
@@ -197,6 +197,11 @@ def partitions(root, name):
 
 
 def dm_info(root, name):
+    info = _once(root, ('dm_info', name), lambda: _read_dm_info(root, name))
+    return dict(info) if info is not None else None
+
+
+def _read_dm_info(root, name):
     base = os.path.join(device_dir(root, name), 'dm')
     if not os.path.isdir(base):
         return None
