@@ -55,6 +55,9 @@ AUTO = 'auto'
 # them, and sweep_errors the role's knobs, before its first change.
 SWEEP_MAX_VALUES = 32
 SWEEP_MAX_READERS = 64
+# A probe's or a sweep's random reads pull at most this share of the scratch file (reads x read-ahead window,
+# probe.sparse_cap; scratch_min_mb), so that read-ahead, not the file's size, bounds what they measure.
+SPARSE_FRACTION = 0.25
 # The read_ahead_sweep module's timeout when none is given; the role also keeps a sweep's phases (values x 2 x
 # duration, sweep_phases_s) within it, so that its live device is not exposed longer than a default sweep may run.
 SWEEP_TIMEOUT = 900
@@ -235,16 +238,23 @@ def sweep_errors(knobs, resolved):
         errors.append('aem_tuning_sweep_values x 2 phases x aem_tuning_sweep_duration = %d s on the live device, more '
                       'than the %d s the role allows a sweep (the read_ahead_sweep module\'s default timeout): give '
                       'fewer values or a shorter duration.' % (sweep_phases_s(len(values), duration), SWEEP_TIMEOUT))
-    # one read of the largest window within 25% of the file (probe.sparse_cap)
-    largest_mb = -(-max(good) * 4 // 1024) if good else 1
+    # one read of the largest window within SPARSE_FRACTION of the file (probe.sparse_cap)
+    largest_mb = scratch_min_mb(max(good) * 1024) if good else 1
     if not _is_int(size_mb) or size_mb < max(1, largest_mb):
         errors.append('aem_tuning_sweep_size_mb=%r: give MiB of scratch file, at least %d for the largest value of '
-                      'aem_tuning_sweep_values (one read at it within 25%% of the file).' % (size_mb, max(1, largest_mb)))
+                      'aem_tuning_sweep_values (one read at it within %d%% of the file).'
+                      % (size_mb, max(1, largest_mb), int(SPARSE_FRACTION * 100)))
     tolerance = knobs.get('tolerance_pct')
     if not _is_number(tolerance) or tolerance < 0 or tolerance >= 100:
         errors.append('aem_tuning_sweep_tolerance_pct=%r: give a percentage from 0 to below 100.' % (tolerance,))
     errors.extend(_volume_errors(knobs))
     return errors
+
+
+def scratch_min_mb(window_bytes, reads=1, fraction=SPARSE_FRACTION):
+    """MiB of scratch file for ``reads`` reads that may each pull ``window_bytes`` (the read-ahead window, or the
+    record where it is larger) within ``fraction`` of the file, rounded up."""
+    return -(-int(reads * window_bytes / fraction) // (1024 * 1024))
 
 
 def sweep_phases_s(count, duration):
