@@ -264,9 +264,10 @@ def sweep_phases_s(count, duration):
 
 
 def sweep_timeout(knobs):
-    """The timeout the role gives the read_ahead_sweep module for ``knobs`` (the intent's ``sweep``), or None when
-    they are not valid (sweep_errors): the phases, the scratch file written at 10 MiB/s or faster, and 10 minutes
-    for the rest (evicting, settling). It always passes sweep_timeout_error."""
+    """The timeout the role gives the read_ahead_sweep module for ``knobs`` (the intent's ``sweep``, normalised):
+    the phases, the scratch file written at 10 MiB/s or faster, and 10 minutes for the rest (evicting, settling).
+    None without a list of values and whole numbers of duration and size_mb; tuning_facts returns it only when
+    sweep_errors finds none. It always passes sweep_timeout_error."""
     knobs = knobs if isinstance(knobs, dict) else {}
     values, duration, size_mb = knobs.get('values'), knobs.get('duration'), knobs.get('size_mb')
     if not isinstance(values, (list, tuple)) or not _is_int(duration) or not _is_int(size_mb):
