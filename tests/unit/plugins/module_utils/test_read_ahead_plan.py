@@ -213,7 +213,6 @@ def test_strict_kb_refuses(value):
         read_ahead_plan.strict_kb(value)
 
 
-
 def test_the_snapshot_reads_each_of_its_sources_once(host, monkeypatch):
     # With tuned's profile active the plan asks several times, in resolving, planning the udev rules and the
     # tuned child, and checking conflicts, for the rules file, the child profile and profile_mode

@@ -1004,7 +1004,6 @@ def test_edge_inputs_are_refused_naming_option_and_index(env, args, message):
     assert tree_checksum(env.root) == before
 
 
-
 def test_one_run_on_an_lv_reads_the_sources_it_owns_once(env, monkeypatch):
     # One apply run on the LV with tuned running: what is read of the host more than once, written out. The udev
     # database, mountinfo, the stable identities, dm/name, dm/uuid and dev (blockdev.HostSnapshot) are read once.
