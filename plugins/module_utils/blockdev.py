@@ -57,11 +57,15 @@ class NoSuchDeviceError(BlockDeviceError):
     """The device or path does not exist."""
 
 
+class LvsFailed(BlockDeviceError):
+    """lvs exited with an error (lvs_read_ahead)."""
+
+
 class HostSnapshot(str):
     """A ``root`` for one run that reads the udev database, mountinfo and stable identities once.
 
     Every function here takes it where it takes ``root`` (it is the root path). udev_db,
-    mounts and stable_id_report remember what they read through it, so that the steps of a
+    mounts, stable_id_report, dm_info and majmin remember what they read through it, so that the steps of a
     run (resolving, planning, conflicts, the tuned profile) see one state of the host and do
     not read it again. Values a run changes (read_ahead_kb) are read from sysfs every time.
     """
@@ -158,7 +162,7 @@ def device_dir(root, name):
 
 
 def majmin(root, name):
-    return _read_attr(os.path.join(device_dir(root, name), 'dev'))
+    return _once(root, ('majmin', name), lambda: _read_attr(os.path.join(device_dir(root, name), 'dev')))
 
 
 def is_partition(root, name):
@@ -193,6 +197,11 @@ def partitions(root, name):
 
 
 def dm_info(root, name):
+    info = _once(root, ('dm_info', name), lambda: _read_dm_info(root, name))
+    return dict(info) if info is not None else None
+
+
+def _read_dm_info(root, name):
     base = os.path.join(device_dir(root, name), 'dm')
     if not os.path.isdir(base):
         return None
@@ -748,6 +757,17 @@ def parse_lvs_read_ahead(output):
     if not m:
         raise BlockDeviceError('cannot parse the LVM read-ahead from lvs output %r.' % output)
     return int(m.group(1))
+
+
+def lvs_read_ahead(run, lvs, vg, lv, name):
+    """The LV's read-ahead in its VG metadata, ``auto`` or sectors, from ``lvs`` (the binary), which is read-only;
+    ``run`` is a module's run_command, ``name`` the LV's dm device, for the message. Raises LvsFailed when lvs
+    fails, BlockDeviceError when its answer cannot be parsed. The one reader of it: read_ahead plans from it,
+    tuning_facts reports it."""
+    rc, out, err = run(lvs_read_ahead_args(lvs, vg, lv))
+    if rc != 0:
+        raise LvsFailed('lvs failed for %s/%s (%s): %s' % (vg, lv, name, err.strip() or out.strip()))
+    return parse_lvs_read_ahead(out)
 
 
 def lvchange_read_ahead_args(lvchange, vg, lv, value):

@@ -4,6 +4,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """What the collection expects of a host, checked against its facts: the one home of the rules.
 
+The limits and names (MAX_READ_AHEAD_KB, CHILD_PROFILE, THP_PERSIST, SWEEP_*), the read-ahead rule
+(``read_ahead_fault``: whole KiB, in range, whole pages), the page size (``page_kb_of``) and the sweep's
+timeout rules (``sweep_phases_s``, ``sweep_timeout``, ``sweep_timeout_error``) are defined here once;
+the planners, the sweep, the udev rules file and the modules import them. The EBS volume types and their
+limits are ``ebs``'s.
+
 Three pure functions over the facts that ``tuning_facts`` gathers (``ansible_facts.os_tuning``)
 and an *intent* (what the role, or a caller, wants):
 
@@ -36,18 +42,25 @@ from ansible_collections.aemops.os_tuning.plugins.module_utils import ebs, runst
 INTEGER_TYPES = (int, type(2 ** 64))
 STRING_TYPES = (str, type(u''))
 
+# The name of the collection's tuned child profile (module_utils/tuned.py writes it).
 CHILD_PROFILE = 'aemops-os-tuning'
+# The largest read-ahead the collection sets, records or accepts, in KiB (read_ahead_fault).
 MAX_READ_AHEAD_KB = 65536
 # The role's read-ahead when none is given, raised to the page size where a page is larger (default_read_ahead).
 DEFAULT_READ_AHEAD_KB = 32
+# Where the thp module may persist THP (its persist option, the role's aem_tuning_thp_persist).
 THP_PERSIST = ('tuned', 'cmdline')
 AUTO = 'auto'
-# The limits of the read_ahead_sweep module (module_utils/sweep.py: validate, volume_caps, recommend), checked
-# here too so that the role refuses a bad knob before its first change, not at the sweep.
+# The limits of a read-ahead sweep: module_utils/sweep.py (the read_ahead_sweep module) checks its arguments against
+# them, and sweep_errors the role's knobs, before its first change.
 SWEEP_MAX_VALUES = 32
 SWEEP_MAX_READERS = 64
+# A probe's or a sweep's random reads pull at most this share of the scratch file (reads x read-ahead window,
+# probe.sparse_cap; scratch_min_mb), so that read-ahead, not the file's size, bounds what they measure.
+SPARSE_FRACTION = 0.25
+# The read_ahead_sweep module's timeout when none is given; the role also keeps a sweep's phases (values x 2 x
+# duration, sweep_phases_s) within it, so that its live device is not exposed longer than a default sweep may run.
 SWEEP_TIMEOUT = 900
-SWEEP_VOLUME_TYPES = ebs.TYPE_NAMES + (ebs.CUSTOM,)
 
 # tuned/consts.py: STR_VERIFY_PROFILE_DEVICE_VALUE_FAIL and STR_VERIFY_PROFILE_VALUE_FAIL.
 # v2.7.0 and later (every release RHEL 7 to 10 ships, 2.11 included) quote:
@@ -102,14 +115,31 @@ def with_default(intent, page_kb):
     return dict(intent, read_ahead_kb=chosen['kb']), chosen
 
 
-def read_ahead_error(kb, page_kb):
-    """Why ``kb`` cannot be set as read-ahead, or None. Shared with the read_ahead module."""
-    if isinstance(kb, bool) or not isinstance(kb, INTEGER_TYPES):
-        return 'read_ahead_kb must be a whole number of KiB (for example 32), not %r.' % (kb,)
+def read_ahead_fault(kb, page_kb=1):
+    """What is wrong with ``kb`` as a read-ahead in KiB, or None: ``'type'`` (not a whole number: a boolean, a
+    float, text), ``'range'`` (not from 0 to MAX_READ_AHEAD_KB) or ``'page'`` (not a multiple of ``page_kb``: the
+    kernel keeps read-ahead in pages and would store less). The one read-ahead rule of the collection: the modules'
+    arguments, the role's intent, the sweep's values and state file and the udev rules file's rules and baselines
+    are all checked with it, each caller naming the fault in its own words."""
+    if not _is_int(kb):
+        return 'type'
     if kb < 0 or kb > MAX_READ_AHEAD_KB:
+        return 'range'
+    if kb % page_kb:
+        return 'page'
+    return None
+
+
+def read_ahead_error(kb, page_kb):
+    """Why ``kb`` cannot be set as read-ahead, or None: the message of read_ahead_fault for the read_ahead module
+    (read_ahead_plan.validate), the role's intent (validate) and a recorded sweep (recorded_sweep)."""
+    fault = read_ahead_fault(kb, page_kb)
+    if fault == 'type':
+        return 'read_ahead_kb must be a whole number of KiB (for example 32), not %r.' % (kb,)
+    if fault == 'range':
         return ('read_ahead_kb=%d is out of range: give KiB between 0 and %d (32 is the usual value for AEM '
                 'TarMK). Note blockdev --setra takes 512-byte sectors, not KiB.' % (kb, MAX_READ_AHEAD_KB))
-    if kb % page_kb:
+    if fault == 'page':
         return ('read_ahead_kb=%d is not a multiple of the page size (%d KiB): the kernel keeps read-ahead in pages '
                 'and would store %d. Use a multiple of %d.' % (kb, page_kb, kb - kb % page_kb, page_kb))
     return None
@@ -207,7 +237,7 @@ def sweep_errors(knobs, resolved):
     elif len(values) > SWEEP_MAX_VALUES:
         errors.append('aem_tuning_sweep_values has %d values: give at most %d, each costs 2 x '
                       'aem_tuning_sweep_duration seconds on the live device.' % (len(values), SWEEP_MAX_VALUES))
-    bad = [v for v in values if not _is_int(v) or v < 0 or v > MAX_READ_AHEAD_KB or v % page]
+    bad = [v for v in values if read_ahead_fault(v, page)]
     if bad:
         errors.append('aem_tuning_sweep_values: %s: each value must be a whole number of KiB, a multiple of the %d '
                       'KiB page size from 0 to %d.' % (', '.join(repr(v) for v in bad), page, MAX_READ_AHEAD_KB))
@@ -221,15 +251,16 @@ def sweep_errors(knobs, resolved):
         errors.append('aem_tuning_sweep_readers=%r: give 1 to %d concurrent readers.' % (readers, SWEEP_MAX_READERS))
     if not _is_int(duration) or duration < 1:
         errors.append('aem_tuning_sweep_duration=%r: give whole seconds, at least 1.' % (duration,))
-    elif good and len(values) * 2 * duration > SWEEP_TIMEOUT:
-        total = len(values) * 2 * duration
-        errors.append('aem_tuning_sweep_values x 2 phases x aem_tuning_sweep_duration = %d s, more than the sweep\'s '
-                      '%d s limit: give fewer values or a shorter duration.' % (total, SWEEP_TIMEOUT))
-    # one read of the largest window within 25% of the file (probe.sparse_cap)
-    largest_mb = -(-max(good) * 4 // 1024) if good else 1
+    elif good and sweep_phases_s(len(values), duration) > SWEEP_TIMEOUT:
+        errors.append('aem_tuning_sweep_values x 2 phases x aem_tuning_sweep_duration = %d s on the live device, more '
+                      'than the %d s the role allows a sweep (the read_ahead_sweep module\'s default timeout): give '
+                      'fewer values or a shorter duration.' % (sweep_phases_s(len(values), duration), SWEEP_TIMEOUT))
+    # one read of the largest window within SPARSE_FRACTION of the file (probe.sparse_cap)
+    largest_mb = scratch_min_mb(max(good) * 1024) if good else 1
     if not _is_int(size_mb) or size_mb < max(1, largest_mb):
         errors.append('aem_tuning_sweep_size_mb=%r: give MiB of scratch file, at least %d for the largest value of '
-                      'aem_tuning_sweep_values (one read at it within 25%% of the file).' % (size_mb, max(1, largest_mb)))
+                      'aem_tuning_sweep_values (one read at it within %d%% of the file).'
+                      % (size_mb, max(1, largest_mb), int(SPARSE_FRACTION * 100)))
     tolerance = knobs.get('tolerance_pct')
     if not _is_number(tolerance) or tolerance < 0 or tolerance >= 100:
         errors.append('aem_tuning_sweep_tolerance_pct=%r: give a percentage from 0 to below 100.' % (tolerance,))
@@ -237,10 +268,43 @@ def sweep_errors(knobs, resolved):
     return errors
 
 
+def scratch_min_mb(window_bytes, reads=1, fraction=SPARSE_FRACTION):
+    """MiB of scratch file for ``reads`` reads that may each pull ``window_bytes`` (the read-ahead window, or the
+    record where it is larger) within ``fraction`` of the file, rounded up."""
+    return -(-int(reads * window_bytes / fraction) // (1024 * 1024))
+
+
+def sweep_phases_s(count, duration):
+    """Seconds a sweep of ``count`` values measures on the live device: a random and a sequential phase of at most
+    ``duration`` seconds each per value."""
+    return count * 2 * duration
+
+
+def sweep_timeout(knobs):
+    """The timeout the role gives the read_ahead_sweep module for ``knobs`` (the intent's ``sweep``, normalised):
+    the phases, the scratch file written at 10 MiB/s or faster, and 10 minutes for the rest (evicting, settling).
+    None without a list of values and whole numbers of duration and size_mb; tuning_facts returns it only when
+    sweep_errors finds none. It always passes sweep_timeout_error."""
+    knobs = knobs if isinstance(knobs, dict) else {}
+    values, duration, size_mb = knobs.get('values'), knobs.get('duration'), knobs.get('size_mb')
+    if not isinstance(values, (list, tuple)) or not _is_int(duration) or not _is_int(size_mb):
+        return None
+    return sweep_phases_s(len(values), duration) + size_mb // 10 + 600
+
+
+def sweep_timeout_error(timeout, count, duration):
+    """Why a sweep of ``count`` values of ``duration`` seconds cannot run in ``timeout`` seconds, or None: the
+    timeout must cover the random phases at least (the sequential ones stop early when time is short)."""
+    if timeout < count * duration:
+        return ('timeout=%d s is shorter than the random phases alone (%d values x duration=%d s = %d s): raise '
+                'timeout, lower duration or give fewer values.' % (timeout, count, duration, count * duration))
+    return None
+
+
 def _volume_errors(knobs):
     volume_type = knobs.get('volume_type')
-    if volume_type not in SWEEP_VOLUME_TYPES:
-        return ['aem_tuning_volume_type=%r: use one of %s.' % (volume_type, ', '.join(SWEEP_VOLUME_TYPES))]
+    if volume_type not in ebs.CHOICES:
+        return ['aem_tuning_volume_type=%r: use one of %s.' % (volume_type, ', '.join(ebs.CHOICES))]
     errors = []
     given = {}
     for key, var, check in (('volume_size_gb', 'aem_tuning_volume_size_gb', _is_int),
@@ -256,13 +320,13 @@ def _volume_errors(knobs):
     errors.extend(ebs.range_errors(volume_type, given.get('iops'), given.get('throughput_mibps'),
                                    ('aem_tuning_volume_iops', 'aem_tuning_volume_throughput_mibps',
                                     'aem_tuning_volume_type')))
-    if volume_type == 'custom' and ('iops' not in given or 'throughput_mibps' not in given):
+    lacking = ebs.missing(volume_type, given.get('volume_size_gb'), given.get('iops'), given.get('throughput_mibps'))
+    if lacking == 'caps':
         errors.append('aem_tuning_volume_type=custom needs aem_tuning_volume_iops and '
                       'aem_tuning_volume_throughput_mibps (the caps of the volume).')
-    elif volume_type in ('io1', 'io2') and 'iops' not in given:
+    elif lacking == 'iops':
         errors.append('aem_tuning_volume_type=%s is provisioned: give aem_tuning_volume_iops.' % volume_type)
-    elif volume_type == 'gp2' and 'volume_size_gb' not in given and len(
-            [k for k in ('iops', 'throughput_mibps') if k in given]) < 2:
+    elif lacking == 'size':
         errors.append('aem_tuning_volume_type=gp2 derives its caps from the size: give aem_tuning_volume_size_gb.')
     return errors
 

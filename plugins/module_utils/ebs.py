@@ -2,10 +2,10 @@
 # Copyright (c) aemops.os_tuning contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The limits of the EBS volume types: the one table, and the range check on it.
+"""The limits of the EBS volume types: the one table, the names, and the checks on it (range_errors, missing).
 
 Used by ``sweep.volume_caps`` (the caps the recommendation names, and the ``read_ahead_sweep``
-module's argument check) and by ``compliance`` (the role's check before its first change).
+module's argument check and choices) and by ``compliance`` (the role's check before its first change).
 Pure: no I/O, Python 2.7, 3.6 and later.
 """
 from __future__ import absolute_import, division, print_function
@@ -34,16 +34,22 @@ CUSTOM = 'custom'
 # - st1 up to 500 IOPS (1 MiB I/O) and 500 MiB/s, burst 250 MiB/s per TiB; sc1 up to 250 IOPS and
 #   250 MiB/s, burst 80 MiB/s per TiB; 125 GiB to 16 TiB: Amazon EBS User Guide, "Throughput Optimized
 #   HDD and Cold HDD volumes" (hdd-vols), and aws.amazon.com/ebs/throughput-optimized.
-VOLUME_TYPES = {
-    'gp3': {'iops': (3000, 80000), 'mib_s': (125, 2000), 'default_iops': 3000, 'default_mib_s': 125},
-    'gp2': {'iops': (100, 16000), 'mib_s': (128, 250), 'iops_per_gib': 3, 'burst_iops': 3000,
-            'burst_below_gib': 1000, 'small_mib_s': 128, 'small_max_gib': 170, 'large_mib_s': 250},
-    'io1': {'iops': (100, 64000), 'mib_s': (None, 1000), 'iops_per_gib': 50},
-    'io2': {'iops': (100, 256000), 'mib_s': (None, 4000), 'iops_per_gib': 1000},
-    'st1': {'iops': (None, 500), 'mib_s': (None, 500), 'burst_mib_s_per_tib': 250},
-    'sc1': {'iops': (None, 250), 'mib_s': (None, 250), 'burst_mib_s_per_tib': 80},
-}
-TYPE_NAMES = ('gp2', 'gp3', 'io1', 'io2', 'st1', 'sc1')
+_TABLE = (
+    ('gp2', {'iops': (100, 16000), 'mib_s': (128, 250), 'iops_per_gib': 3, 'burst_iops': 3000,
+             'burst_below_gib': 1000, 'small_mib_s': 128, 'small_max_gib': 170, 'large_mib_s': 250}),
+    ('gp3', {'iops': (3000, 80000), 'mib_s': (125, 2000), 'default_iops': 3000, 'default_mib_s': 125}),
+    ('io1', {'iops': (100, 64000), 'mib_s': (None, 1000), 'iops_per_gib': 50, 'provisioned': True}),
+    ('io2', {'iops': (100, 256000), 'mib_s': (None, 4000), 'iops_per_gib': 1000, 'provisioned': True}),
+    ('st1', {'iops': (None, 500), 'mib_s': (None, 500), 'burst_mib_s_per_tib': 250}),
+    ('sc1', {'iops': (None, 250), 'mib_s': (None, 250), 'burst_mib_s_per_tib': 80}),
+)
+VOLUME_TYPES = dict(_TABLE)
+# The volume types in the order the messages and the read_ahead_sweep module's choices list them, and with custom
+# (a device that is not EBS, or an emulated one: its caps are given) the values volume_type takes.
+TYPE_NAMES = tuple(name for name, _spec in _TABLE)
+CHOICES = TYPE_NAMES + (CUSTOM,)
+# The type assumed when none is given.
+DEFAULT_TYPE = 'gp3'
 CAPS_SOURCE = ('AWS: Amazon EBS User Guide, "Amazon EBS volume types"; EC2 API ModifyVolume limits; '
                're:Invent 2025 STG320 for gp3 80,000 IOPS')
 
@@ -71,3 +77,16 @@ def range_errors(volume_type, iops=None, mib_s=None, names=('iops', 'throughput_
                           'or %s=%s for an emulated or other device.'
                           % (name, value, volume_type, _range_text(low, high), unit, names[2], CUSTOM))
     return errors
+
+
+def missing(volume_type, size_gib=None, iops=None, mib_s=None):
+    """What a volume of ``volume_type`` needs for its caps and was not given, or None: ``'caps'`` (custom: both
+    ``iops`` and ``mib_s``), ``'iops'`` (io1 and io2 are provisioned) or ``'size'`` (gp2 derives its caps from the
+    size, unless both ``iops`` and ``mib_s`` are given). Each caller words it with its own option names."""
+    if volume_type == CUSTOM and (iops is None or mib_s is None):
+        return 'caps'
+    if VOLUME_TYPES.get(volume_type, {}).get('provisioned') and iops is None:
+        return 'iops'
+    if volume_type == 'gp2' and size_gib is None and (iops is None or mib_s is None):
+        return 'size'
+    return None

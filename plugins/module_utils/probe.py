@@ -41,7 +41,7 @@ import platform
 import random
 import time
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev
+from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, compliance
 from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read_text, remove_file, root_path
 
 KIB = 1024
@@ -60,9 +60,8 @@ DEFAULT_TIMEOUT = 120
 RECORD_ALIGN_KB = 4
 WRITE_CHUNK = MIB
 
-# The reads may pull at most this fraction of the file (reads x read-ahead window), so that
-# read-ahead, not the file size, bounds what the device reads.
-SPARSE_FRACTION = 0.25
+# The reads may pull at most compliance.SPARSE_FRACTION of the file (reads x read-ahead window), so
+# that read-ahead, not the file size, bounds what the device reads.
 # Free space needed: the file size plus this margin.
 SPACE_MARGIN = 0.10
 # Background reads above this fraction of what the probe measured make the result noisy.
@@ -189,7 +188,7 @@ def window_bytes(read_ahead_kb, record_bytes):
     return max((read_ahead_kb or 0) * KIB, record_bytes)
 
 
-def sparse_cap(reads, size_bytes, record_bytes, read_ahead_kb, fraction=SPARSE_FRACTION):
+def sparse_cap(reads, size_bytes, record_bytes, read_ahead_kb, fraction=compliance.SPARSE_FRACTION):
     """Lower ``reads`` so that ``reads * max(read-ahead, record)`` stays within ``fraction`` of the file.
 
     Returns a dict: ``reads`` (the number to do), ``requested``, ``max_reads``, ``capped`` and
@@ -200,12 +199,12 @@ def sparse_cap(reads, size_bytes, record_bytes, read_ahead_kb, fraction=SPARSE_F
     window = window_bytes(read_ahead_kb, record_bytes)
     max_reads = int(size_bytes * fraction) // window
     # the size (MiB) that would let all requested reads fit
-    needed_mb = -(-int(reads * window / fraction) // MIB)
+    needed_mb = compliance.scratch_min_mb(window, reads, fraction)
     if max_reads < 1:
         raise ProbeError('the scratch file is too small for read_ahead_kb=%s: one read may pull %d KiB, more than '
                          '%d%% of the %d MiB file. Raise size_mb to at least %d.'
                          % (read_ahead_kb, window // KIB, int(fraction * 100), size_bytes // MIB,
-                            -(-int(window / fraction) // MIB)))
+                            compliance.scratch_min_mb(window, 1, fraction)))
     if reads <= max_reads:
         return {'reads': reads, 'requested': reads, 'max_reads': max_reads, 'capped': False, 'reason': None}
     reason = ('at read_ahead_kb=%s each read may pull %d KiB, so %d reads could pull %d MiB, more than %d%% of the '

@@ -5,10 +5,13 @@
 
 """What the read_ahead module does, as ``plan(snapshot, params)`` and ``apply(plan, ...)``.
 
-:class:`Snapshot` reads the host once per run: its ``root`` is a blockdev.HostSnapshot, so
-the udev database, mountinfo and the stable identities are read once whatever step asks;
-the rules file, the other files that set read-ahead, the LVM values (lvs) and tuned (active
-profiles, version, child profile, daemon) are read once here. :func:`plan` decides
+:class:`Snapshot` caches what one run reads of the host: its ``root`` is a blockdev.HostSnapshot,
+so the udev database, mountinfo and the stable identities are read once whatever step asks;
+the rules file, the other files that set read-ahead, the LVM values (lvs) and tuned's answers
+(active profiles, version, child profile, daemon) are asked for once here. Not everything is
+read once: the tuned functions behind those answers (child_state, plan_child, effective_units)
+read tuned's own files (active_profile, tuned-main.conf, the profiles) again each time, and
+sysfs values a run changes (read_ahead_kb) are read every time. :func:`plan` decides
 everything from it, validates everything before the first write and changes nothing; the
 plan is not changed afterwards. :func:`apply` makes the changes, undoes what it can when one
 fails, and reads the values back.
@@ -23,8 +26,6 @@ import os
 import re
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, compliance, files, runstate, tuned, udev_rules
-
-MAX_READ_AHEAD_KB = udev_rules.MAX_READ_AHEAD_KB
 
 
 class PlanError(Exception):
@@ -46,7 +47,8 @@ class ApplyError(Exception):
 
 
 class Snapshot(object):
-    """The host as one run of the read_ahead module sees it: every read at most once.
+    """The host as one run of the read_ahead module sees it: each of the methods below reads its source at most
+    once per run (the tuned functions they call may read tuned's files again; see the module's docstring).
 
     ``run`` and ``which`` are the module's run_command and get_bin_path; only read-only
     commands run here (lvs, tuned-adm --version).
@@ -71,16 +73,19 @@ class Snapshot(object):
         return self._once(('rules', rules_path), read)
 
     def file_conflicts(self, rules_path):
-        """Other udev rules and rc.local lines that set read-ahead."""
-        return self._once(('file_conflicts', rules_path), lambda: (
-            [dict(c, source='udev rule') for c in udev_rules.competing_rules(self.root, rules_path)]
-            + [dict(c, source='rc.local') for c in udev_rules.rc_local_setra(self.root)]))
+        """Other udev rules and rc.local lines that set read-ahead (udev_rules.file_conflicts)."""
+        return self._once(('file_conflicts', rules_path), lambda: udev_rules.file_conflicts(self.root, rules_path))
 
-    def lvs(self, vg, lv):
-        """(rc, out, err) of lvs for the LV's read-ahead, or None without lvs."""
+    def lvs(self, vg, lv, name):
+        """(blockdev.lvs_read_ahead for the LV, None) or (None, why it failed); None without lvs."""
         def read():
             lvs = self.which('lvs')
-            return self.run(blockdev.lvs_read_ahead_args(lvs, vg, lv)) if lvs else None
+            if not lvs:
+                return None
+            try:
+                return blockdev.lvs_read_ahead(self.run, lvs, vg, lv, name), None
+            except blockdev.BlockDeviceError as e:
+                return None, str(e)
         return self._once(('lvs', vg, lv), read)
 
     def active_profiles(self):
@@ -233,17 +238,13 @@ def lvm_state(snap, name, warnings):
     vg, lv = blockdev.lvm_names(snap.root, name)
     if not vg or not lv:
         return None
-    answer = snap.lvs(vg, lv)
+    answer = snap.lvs(vg, lv, name)
     if answer is None:
         warnings.append('%s is an LVM volume but lvs is not installed; its LVM read-ahead is left alone.' % name)
         return None
-    rc, out, err = answer
-    if rc != 0:
-        raise PlanError('lvs failed for %s/%s (%s): %s' % (vg, lv, name, err.strip() or out.strip()), warnings)
-    try:
-        before = blockdev.parse_lvs_read_ahead(out)
-    except blockdev.BlockDeviceError as e:
-        raise PlanError(str(e), warnings)
+    before, error = answer
+    if error:
+        raise PlanError(error, warnings)
     return {'vg': vg, 'lv': lv, 'before': before}
 
 
@@ -351,14 +352,24 @@ def plan_tuned(snap, params, rules, warnings):
         raise PlanError('cannot plan the tuned child profile: %s' % e, warnings)
 
 
+def tuned_read_ahead(root, units, version, name, kind):
+    """The tuned instance of ``units`` that sets the read-ahead of ``name`` (a device of ``kind``): tuned's
+    read_ahead_for_device ({instance, profile, readahead}), or None when none does or tuned ``version``'s disk plugin
+    does not take such a device. The one check of it: tuning_facts reports it, :func:`device_conflicts` compares it
+    with the value asked for."""
+    hit = tuned.read_ahead_for_device(units, name, blockdev.tuned_properties(root, name))
+    if hit and hit['readahead'] and tuned.disk_plugin_covers(
+            kind, version=version, parent_subsystem=tuned.device_parent_subsystem(root, name)):
+        return hit
+    return None
+
+
 def device_conflicts(root, entry, kb, tuned_ctx, file_conflicts):
     name = entry['name']
     conflicts = []
     if tuned_ctx is not None:
-        props = blockdev.tuned_properties(root, name)
-        hit = tuned.read_ahead_for_device(tuned_ctx['units'], name, props)
-        if hit and hit['readahead'] and tuned.disk_plugin_covers(
-                entry['type'], version=tuned_ctx['version'], parent_subsystem=tuned.device_parent_subsystem(root, name)):
+        hit = tuned_read_ahead(root, tuned_ctx['units'], tuned_ctx['version'], name, entry['type'])
+        if hit:
             setting = hit['readahead']
             expected = tuned.expected_read_ahead(setting, kb)
             if expected != kb:

@@ -64,17 +64,14 @@ DEFAULT_READERS = 4
 DEFAULT_DURATION = 5
 DEFAULT_SIZE_MB = 1024
 DEFAULT_SEQUENTIAL_BLOCK_KB = 8
-DEFAULT_TIMEOUT = 900
 DEFAULT_TOLERANCE_PCT = 5.0
 # Off by default; when on, the random phase samples the device's MiB/s every this many seconds.
 DEFAULT_TIMELINE_INTERVAL = 0.0
 MIN_TIMELINE_INTERVAL = 0.1
 RECORD_MIN_KB = 8
 RECORD_MAX_KB = 16
-MAX_READ_AHEAD_KB = 65536
-MAX_READERS = 64
-# The sweep refuses more than this many values, to keep the device's exposure short.
-MAX_VALUES = 32
+# The limits of the values, the readers and the timeout are the rulebook's (module_utils/compliance.py: SWEEP_*,
+# MAX_READ_AHEAD_KB, read_ahead_fault, sweep_timeout_error), which the role checks its knobs against too.
 
 STATE_DIR = runstate.RUN_DIR
 STATE_PREFIX = 'read-ahead-sweep-'
@@ -106,7 +103,7 @@ class SweepInterrupted(Exception):
 # ---------------------------------------------------------------------------------------------
 # Volume caps and the recommendation (pure)
 
-def volume_caps(volume_type='gp3', size_gib=None, iops=None, mib_s=None):
+def volume_caps(volume_type=ebs.DEFAULT_TYPE, size_gib=None, iops=None, mib_s=None):
     """The IOPS and MiB/s caps of an EBS volume; a dict ``type``, ``iops``, ``mib_s``, ``basis``.
 
     The limits are ``ebs.VOLUME_TYPES``'s; a given ``iops``/``mib_s`` outside the type's range is refused.
@@ -118,7 +115,7 @@ def volume_caps(volume_type='gp3', size_gib=None, iops=None, mib_s=None):
     burst MiB/s of the size (250 or 80 per TiB) up to the type's maximum (500, 250). ``iops``/``mib_s``
     given explicitly override any type. ``custom`` needs both.
     """
-    if volume_type not in ebs.VOLUME_TYPES and volume_type != ebs.CUSTOM:
+    if volume_type not in ebs.CHOICES:
         raise SweepError('volume_type=%s: use one of %s or %s (with iops and throughput_mibps).'
                          % (volume_type, ', '.join(ebs.TYPE_NAMES), ebs.CUSTOM))
     for name, value in (('iops', iops), ('throughput_mibps', mib_s), ('volume_size_gb', size_gib)):
@@ -129,18 +126,21 @@ def volume_caps(volume_type='gp3', size_gib=None, iops=None, mib_s=None):
         raise SweepError(' '.join(errors))
     spec = ebs.VOLUME_TYPES.get(volume_type, {})
     basis = []
+    lacking = ebs.missing(volume_type, size_gib, iops, mib_s)
+    if lacking == 'caps':
+        raise SweepError('volume_type=custom needs both iops and throughput_mibps (the caps of the volume).')
+    if lacking == 'size':
+        raise SweepError('volume_type=gp2 derives its caps from the size: give volume_size_gb (or both iops '
+                         'and throughput_mibps).')
+    if lacking == 'iops':
+        raise SweepError('volume_type=%s is provisioned: give its iops (and throughput_mibps).' % volume_type)
     if volume_type == ebs.CUSTOM:
-        if iops is None or mib_s is None:
-            raise SweepError('volume_type=custom needs both iops and throughput_mibps (the caps of the volume).')
         return {'type': 'custom', 'iops': int(iops), 'mib_s': float(mib_s), 'basis': 'given'}
     if volume_type == 'gp3':
         cap_iops = iops if iops is not None else spec['default_iops']
         cap_mib = mib_s if mib_s is not None else spec['default_mib_s']
         basis.append('gp3 %s' % ('provisioned' if (iops or mib_s) else 'baseline'))
     elif volume_type == 'gp2':
-        if size_gib is None and (iops is None or mib_s is None):
-            raise SweepError('volume_type=gp2 derives its caps from the size: give volume_size_gb (or both iops '
-                             'and throughput_mibps).')
         if size_gib is not None:
             baseline = min(max(spec['iops'][0], spec['iops_per_gib'] * size_gib), spec['iops'][1])
             burst = spec['burst_iops'] if size_gib < spec['burst_below_gib'] else baseline
@@ -160,8 +160,6 @@ def volume_caps(volume_type='gp3', size_gib=None, iops=None, mib_s=None):
             cap_mib = spec['mib_s'][1]
             basis.append('%s: the type\'s maximum' % volume_type)
     else:
-        if iops is None:
-            raise SweepError('volume_type=%s is provisioned: give its iops (and throughput_mibps).' % volume_type)
         cap_iops = iops
         cap_mib = mib_s if mib_s is not None else spec['mib_s'][1]
         basis.append('%s provisioned%s' % (volume_type, '' if mib_s is not None else ', the type\'s maximum MiB/s'))
@@ -257,30 +255,29 @@ def validate(values, readers, duration, sequential_block_kb, timeout, timeline_i
     if not values:
         raise SweepError('sweep is empty: give the read_ahead_kb values to measure, for example %s.'
                          % default_sweep())
-    if len(values) > MAX_VALUES:
+    if len(values) > compliance.SWEEP_MAX_VALUES:
         raise SweepError('sweep has %d values: give at most %d, each one costs 2 x duration seconds.'
-                         % (len(values), MAX_VALUES))
+                         % (len(values), compliance.SWEEP_MAX_VALUES))
     step = compliance.page_kb_of()
     for value in values:
-        if value < 0 or value > MAX_READ_AHEAD_KB or value % step:
+        if compliance.read_ahead_fault(value, step):
             raise SweepError('sweep value %s: read_ahead_kb values must be multiples of the %d KiB page size from 0 '
                              'to %d (the kernel rounds other values down, so the measurement would not be of the '
-                             'value asked for).' % (value, step, MAX_READ_AHEAD_KB))
+                             'value asked for).' % (value, step, compliance.MAX_READ_AHEAD_KB))
     dupes = sorted(set(v for v in values if values.count(v) > 1))
     if dupes:
         raise SweepError('sweep lists %s more than once: give each value once.' % ', '.join(str(v) for v in dupes))
-    if readers < 1 or readers > MAX_READERS:
+    if readers < 1 or readers > compliance.SWEEP_MAX_READERS:
         raise SweepError('readers=%d: give 1 to %d concurrent readers (default %d).'
-                         % (readers, MAX_READERS, DEFAULT_READERS))
+                         % (readers, compliance.SWEEP_MAX_READERS, DEFAULT_READERS))
     if duration < 1:
         raise SweepError('duration=%d: give at least 1 second per phase (default %d).' % (duration, DEFAULT_DURATION))
     if sequential_block_kb < 4 or sequential_block_kb % 4:
         raise SweepError('sequential_block_kb=%d: give a positive multiple of 4 (default %d).'
                          % (sequential_block_kb, DEFAULT_SEQUENTIAL_BLOCK_KB))
-    if timeout < len(values) * duration:
-        raise SweepError('timeout=%d s is shorter than the random phases alone (%d values x duration=%d s = %d s): '
-                         'raise timeout, lower duration or give fewer values.'
-                         % (timeout, len(values), duration, len(values) * duration))
+    error = compliance.sweep_timeout_error(timeout, len(values), duration)
+    if error:
+        raise SweepError(error)
     if timeline_interval != 0 and not MIN_TIMELINE_INTERVAL <= timeline_interval <= duration:
         raise SweepError('timeline_interval=%s: give 0 (no timeline) or %s to duration=%d seconds.'
                          % (timeline_interval, MIN_TIMELINE_INTERVAL, duration))
@@ -317,18 +314,19 @@ def state_problems(state, device, identity, page=None):
     """What is wrong with a parsed state record for ``device`` (``identity``): a list, empty when it can be used.
 
     ``original_kb`` must be an integer (not a boolean), a multiple of the page size and within
-    0..MAX_READ_AHEAD_KB; ``identity`` must be this device's.
+    0..MAX_READ_AHEAD_KB (compliance.read_ahead_fault); ``identity`` must be this device's.
     """
     if not isinstance(state, dict):
         return ['it holds no JSON object']
     problems = []
     page = page or compliance.page_kb_of()
     kb = state.get('original_kb')
-    if isinstance(kb, bool) or not isinstance(kb, int):
+    fault = compliance.read_ahead_fault(kb, page)
+    if fault == 'type':
         problems.append('original_kb is %s, not a whole number of KiB' % json.dumps(kb))
-    elif kb < 0 or kb > MAX_READ_AHEAD_KB or kb % page:
+    elif fault:
         problems.append('original_kb=%d is not a multiple of the %d KiB page size from 0 to %d'
-                        % (kb, page, MAX_READ_AHEAD_KB))
+                        % (kb, page, compliance.MAX_READ_AHEAD_KB))
     if state.get('identity') != identity:
         problems.append('it records the device %s, and %s is %s now' % (json.dumps(state.get('identity')), device,
                                                                         identity))
@@ -435,7 +433,7 @@ def restore(root, device, original_kb):
 
 
 def plan(root, path, values=None, readers=DEFAULT_READERS, duration=DEFAULT_DURATION,
-         size_mb=DEFAULT_SIZE_MB, sequential_block_kb=DEFAULT_SEQUENTIAL_BLOCK_KB, timeout=DEFAULT_TIMEOUT,
+         size_mb=DEFAULT_SIZE_MB, sequential_block_kb=DEFAULT_SEQUENTIAL_BLOCK_KB, timeout=compliance.SWEEP_TIMEOUT,
          seed=probe.DEFAULT_SEED, caps=None, tolerance_pct=DEFAULT_TOLERANCE_PCT, statvfs=None, check_writable=True,
          timeline_interval=DEFAULT_TIMELINE_INTERVAL):
     """Check everything that can be checked before the first write and return the plan (a dict).

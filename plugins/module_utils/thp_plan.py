@@ -5,9 +5,11 @@
 
 """What the thp module does, as ``plan(snapshot, params)`` and ``apply(plan, ...)``.
 
-:class:`Snapshot` reads the host once per run: the THP sysfs values, tuned, the THP baseline
-file, the running and the configured kernel command line, the boot loader facts and the
-tuned child profile, each at most once and only when the run needs it. :func:`plan` decides
+:class:`Snapshot` caches what one run reads of the host: the THP sysfs values, tuned, the THP
+baseline file, the running and the configured kernel command line, the boot loader facts and
+the tuned child profile, each asked for at most once and only when the run needs it. Not
+everything is read once: tuned.no_profile_reason and tuned.plan_child read tuned's files
+(active_profile, tuned-main.conf, the profiles) again. :func:`plan` decides
 everything from it and changes nothing; the plan it returns is not changed afterwards.
 :func:`apply` carries it out and reads the values back.
 """
@@ -16,7 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import bootloader, files, thp, tuned
+from ansible_collections.aemops.os_tuning.plugins.module_utils import bootloader, compliance, files, thp, tuned
 
 KEY = 'transparent_hugepage'
 
@@ -38,7 +40,8 @@ class ApplyError(Exception):
 
 
 class Snapshot(object):
-    """The host as one run of the thp module sees it: every read at most once.
+    """The host as one run of the thp module sees it: each of the methods below reads its source at most once per
+    run (the tuned functions the plan calls besides may read tuned's files again; see the module's docstring).
 
     ``run`` and ``which`` are the module's run_command and get_bin_path. Only read-only
     commands run here (tuned-adm --version, rpm -q grubby, grubby --info, grub2-editenv list).
@@ -95,11 +98,11 @@ def resolve_persist(snap, requested, warnings):
         if off:
             warnings.append('%s: THP persists on the kernel command line only; the tuned child profile is not '
                             'written or activated.' % off)
-        return ['tuned', 'cmdline'] if have_tuned else ['cmdline']
+        return list(compliance.THP_PERSIST) if have_tuned else ['cmdline']
     problem = files.empty_entries('persist', requested)
     if problem:
         raise PlanError(problem, warnings)
-    bad = [p for p in requested if p not in ('tuned', 'cmdline')]
+    bad = [p for p in requested if p not in compliance.THP_PERSIST]
     if bad:
         raise PlanError('persist has unknown entries %s: use tuned, cmdline, or an empty list for runtime only.'
                         % ', '.join(bad), warnings)

@@ -39,6 +39,7 @@ import glob
 import os
 import re
 
+from ansible_collections.aemops.os_tuning.plugins.module_utils.compliance import CHILD_PROFILE
 from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read_text, root_path
 
 ACTIVE_PROFILE_FILE = '/etc/tuned/active_profile'
@@ -788,7 +789,7 @@ def read_ahead_for_device(units, name, props):
 #   [vm]
 #   transparent_hugepages=never
 
-CHILD_PROFILE = 'aemops-os-tuning'
+# The child's name is the rulebook's, compliance.CHILD_PROFILE (imported above).
 OWNER_ORDER = ('read_ahead', 'thp')
 _OWNER_PREFIX = '# owner: '
 
@@ -835,11 +836,11 @@ def parse_child(text, path):
     return result
 
 
-def render_child(baseline, parents, sections):
+def render_child(baseline, sections):
     """Text of the child profile; ``sections`` is a list of (owner, name, [(key, value)]).
 
-    No ``include=``: the child is activated after ``parents`` in the active profile list
-    (``parents`` is accepted for the callers' symmetry; the text does not depend on it).
+    No ``include=``: the child is activated after its parents in the active profile list
+    (:func:`desired_active`), so the text does not name them.
     """
     from ansible_collections.aemops.os_tuning.plugins.module_utils.files import baseline_line, managed_header
     lines = managed_header('tuned child profile',
@@ -937,7 +938,7 @@ def plan_child(root, owner, new_sections, version=None, state=None):
     if not parents:
         raise TunedProfileError('tuned has no active profile to build on (%s is empty). Activate one first, '
                                 'for example: tuned-adm profile virtual-guest.' % ACTIVE_PROFILE_FILE)
-    result['after'] = render_child(baseline, parents, sections)
+    result['after'] = render_child(baseline, sections)
     try:
         # Written once, read by whatever tuned the host has now or after an upgrade: every parser must agree.
         check_every_parser(result['after'], path)
@@ -1224,11 +1225,12 @@ def plan_changes(plan):
     return bool(plan) and bool(plan['after'] != plan['before'] or plan['activate'] or plan['restore'])
 
 
-def plan_summary(plan, changed):
-    """What modules return about the child profile."""
+def plan_summary(plan, changed, actions=()):
+    """What modules return about the child profile: what ``plan`` holds, whether it ``changed``, and the
+    ``actions`` :func:`apply_child` returned (none in check mode)."""
     if not plan:
         return None
-    summary = {'path': plan['path'], 'parents': plan['parents'], 'actions': plan.get('actions', []),
+    summary = {'path': plan['path'], 'parents': plan['parents'], 'actions': list(actions),
                'changed': changed, 'conflicts': plan.get('conflicts', []),
                'not_activated': plan.get('not_activated')}
     if plan.get('load_error'):

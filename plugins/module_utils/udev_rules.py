@@ -22,6 +22,7 @@ import json
 import os
 import re
 
+from ansible_collections.aemops.os_tuning.plugins.module_utils import compliance
 from ansible_collections.aemops.os_tuning.plugins.module_utils.files import (
     baseline_line, is_managed, managed_header, parse_baselines, read_text, root_path,
 )
@@ -50,8 +51,8 @@ _RULE_RE = re.compile(r'^' + re.escape(_PREFIX) + r'(?P<match>\S+=="[^"]*"), '
 # leading or trailing whitespace (udev strips it from the sysfs value, so "a.img " and
 # "a.img" would be one identity).
 UDEV_VALUE_MAX_BYTES = 511
-MAX_READ_AHEAD_KB = 65536
-MAX_LVM_READ_AHEAD_SECTORS = 2 * MAX_READ_AHEAD_KB
+# lvchange --readahead takes 512-byte sectors: the largest read-ahead (compliance.MAX_READ_AHEAD_KB) in sectors.
+MAX_LVM_READ_AHEAD_SECTORS = 2 * compliance.MAX_READ_AHEAD_KB
 _CONTROL = re.compile(u'[\x00-\x1f\x7f]')
 
 
@@ -129,9 +130,9 @@ def parse(text, path=RULES_FILE):
                                  'move custom rules to a file of your own and remove the line.'
                                  % (path, number, stripped))
         kb = int(m.group('kb'))
-        if kb > MAX_READ_AHEAD_KB:
+        if compliance.read_ahead_fault(kb):
             raise RulesFileError('%s line %d sets read_ahead_kb=%d, above %d: not written by aemops.os_tuning. '
-                                 'Remove the line.' % (path, number, kb, MAX_READ_AHEAD_KB))
+                                 'Remove the line.' % (path, number, kb, compliance.MAX_READ_AHEAD_KB))
         rules[m.group('match')] = kb
     return rules, baselines
 
@@ -147,8 +148,8 @@ def baseline_problem(record):
     if record.get('device') is not None and not (isinstance(record['device'], str) or _is_text(record['device'])):
         return 'device is not a string'
     kb = record.get('read_ahead_kb')
-    if not _is_int(kb) or kb < 0 or kb > MAX_READ_AHEAD_KB:
-        return 'read_ahead_kb is %s, not an integer from 0 to %d' % (_show(kb), MAX_READ_AHEAD_KB)
+    if compliance.read_ahead_fault(kb):
+        return 'read_ahead_kb is %s, not an integer from 0 to %d' % (_show(kb), compliance.MAX_READ_AHEAD_KB)
     lvm = record.get('lvm_read_ahead')
     if lvm is not None and lvm != 'auto' and (not _is_int(lvm) or lvm < 0 or lvm > MAX_LVM_READ_AHEAD_SECTORS):
         return 'lvm_read_ahead is %s, not auto or sectors from 0 to %d' % (_show(lvm), MAX_LVM_READ_AHEAD_SECTORS)
@@ -219,4 +220,20 @@ def rc_local_setra(root):
                 continue
             if re.search(r'blockdev\s+.*--setra', line) or 'read_ahead_kb' in line:
                 found.append({'file': path, 'line': number, 'text': line.strip()})
+    return found
+
+
+def file_conflicts(root, own_path=RULES_FILE, errors=None):
+    """Other udev rules and rc.local lines that set read-ahead: competing_rules and rc_local_setra, each entry with
+    its ``source`` (``udev rule`` or ``rc.local``). With ``errors`` (a list), a source that cannot be read is named
+    there and the other is still read; without, the error is raised. read_ahead and tuning_facts both call it."""
+    found = []
+    for source, label, read in (('udev rule', 'udev rules', lambda: competing_rules(root, own_path)),
+                                ('rc.local', 'rc.local', lambda: rc_local_setra(root))):
+        try:
+            found.extend(dict(c, source=source) for c in read())
+        except (IOError, OSError) as e:
+            if errors is None:
+                raise
+            errors.append('%s: %s' % (label, e))
     return found

@@ -316,7 +316,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import files, read_ahead_plan, readers, tuned, udev_rules
 
 ROOT = '/'
-MAX_READ_AHEAD_KB = udev_rules.MAX_READ_AHEAD_KB
 
 
 def refresh_readers(module, root, plan, after_kb):
@@ -385,9 +384,7 @@ def _run_locked(module, snap, p, kb, warnings):
         module.warn(warning)
     reader_report, refreshed, reader_diff = refresh_readers(module, snap.root, plan, after_kb)
     changed = changed or refreshed
-    tuned_profile = tuned.plan_summary(plan['tuned_plan'], plan['tuned_changed'])
-    if tuned_profile is not None:
-        tuned_profile['actions'] = tuned_actions
+    tuned_profile = tuned.plan_summary(plan['tuned_plan'], plan['tuned_changed'], tuned_actions)
     result = {'changed': changed, 'devices': read_ahead_plan.device_results(plan, after_kb),
               'rules_file': p['rules_file'], 'skipped_targets': plan['skipped'], 'tuned_profile': tuned_profile,
               'readers': reader_report}

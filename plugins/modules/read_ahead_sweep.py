@@ -361,7 +361,7 @@ timed_out:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aemops.os_tuning.plugins.module_utils import probe, sweep
+from ansible_collections.aemops.os_tuning.plugins.module_utils import compliance, ebs, probe, sweep
 
 ROOT = '/'
 
@@ -424,9 +424,9 @@ def main():
             duration=dict(type='int', default=sweep.DEFAULT_DURATION),
             size_mb=dict(type='int', default=sweep.DEFAULT_SIZE_MB),
             sequential_block_kb=dict(type='int', default=sweep.DEFAULT_SEQUENTIAL_BLOCK_KB),
-            timeout=dict(type='int', default=sweep.DEFAULT_TIMEOUT),
+            timeout=dict(type='int', default=compliance.SWEEP_TIMEOUT),
             seed=dict(type='int', default=probe.DEFAULT_SEED),
-            volume_type=dict(type='str', choices=['gp2', 'gp3', 'io1', 'io2', 'st1', 'sc1', 'custom'], default='gp3'),
+            volume_type=dict(type='str', choices=list(ebs.CHOICES), default=ebs.DEFAULT_TYPE),
             volume_size_gb=dict(type='int'),
             iops=dict(type='int'),
             throughput_mibps=dict(type='float'),

@@ -162,9 +162,7 @@ def run(module, root):
         tuned_actions = applied['tuned_actions']
     for warning in plan['final_warnings']:
         module.warn(warning)
-    tuned_profile = tuned.plan_summary(plan['tuned_plan'], plan['tuned_changed'])
-    if tuned_profile is not None:
-        tuned_profile['actions'] = tuned_actions
+    tuned_profile = tuned.plan_summary(plan['tuned_plan'], plan['tuned_changed'], tuned_actions)
     result = {'changed': changed, 'runtime': plan['runtime'], 'persist': plan['persist'],
               'tuned_profile': tuned_profile, 'cmdline': plan['cmdline'],
               'reboot_required': plan['reboot_required'], 'baseline': plan['baseline'] or {}}

@@ -153,7 +153,9 @@ ansible_facts:
         - With O(intent), also C(plan) (C(targets), the chosen repository paths; C(devices), each given device's
           kernel name; C(underlying); C(page_kb); C(sweep_values), the values a sweep measures when none are given
           (the defaults of M(aemops.os_tuning.read_ahead_sweep) for this page size); C(read_ahead_default), with
-          C(kb) and C(why), when the intent gave no C(read_ahead_kb); C(warnings)) and C(compliance) (C(misses), a list of
+          C(kb) and C(why), when the intent gave no C(read_ahead_kb); C(warnings); C(sweep_timeout), the seconds the
+          role gives the read-ahead sweep of the intent's C(sweep) settings (the phases, the scratch file at 10 MiB/s
+          and 600 s more), or null without valid ones) and C(compliance) (C(misses), a list of
           C(subject), C(kind), C(message); C(compliant); C(tuned_verify) with C(rc), C(passed), C(failures),
           C(summary), or null when not run).
         - With an O(intent) of state present, also C(readers), the running processes that read the targets with
@@ -179,7 +181,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    blockdev, bootloader, compliance, files, kernel_readahead, readers, runstate, sweep, thp, tuned, udev_rules)
+    blockdev, bootloader, compliance, files, kernel_readahead, read_ahead_plan, readers, runstate, sweep, thp, tuned,
+    udev_rules)
 
 ROOT = '/'
 SKIP_PREFIXES = ('ram', 'zram', 'sr', 'fd')
@@ -207,12 +210,13 @@ def block_devices(module, root, rules, errors=None):
             info['queue'] = kernel_readahead.queue_limits(blockdev.device_dir(root, name))
             info['kernel_default'] = kernel_readahead.default_kb(release, info['queue'], page_kb)
         if info['type'] == 'lvm' and lvs and info.get('lvm', {}).get('vg'):
-            rc, out, _err = module.run_command(blockdev.lvs_read_ahead_args(lvs, info['lvm']['vg'], info['lvm']['lv']))
-            if rc == 0:
-                try:
-                    info['lvm']['read_ahead'] = blockdev.parse_lvs_read_ahead(out)
-                except blockdev.BlockDeviceError:
-                    info['lvm']['read_ahead'] = None
+            try:
+                info['lvm']['read_ahead'] = blockdev.lvs_read_ahead(module.run_command, lvs, info['lvm']['vg'],
+                                                                    info['lvm']['lv'], name)
+            except blockdev.LvsFailed:
+                pass  # no LVM value to report
+            except blockdev.BlockDeviceError:
+                info['lvm']['read_ahead'] = None  # lvs answered what cannot be parsed
         devices[name] = info
     return devices
 
@@ -273,9 +277,8 @@ def tuned_facts(module, root, devices):
     facts['include_chain'] = [p['name'] for p in chain]
     facts['not_evaluated'] = tuned.not_evaluated(chain)
     for name, info in devices.items():
-        hit = tuned.read_ahead_for_device(units, name, blockdev.tuned_properties(root, name))
-        if hit and hit['readahead'] and tuned.disk_plugin_covers(
-                info['type'], version=version, parent_subsystem=tuned.device_parent_subsystem(root, name)):
+        hit = read_ahead_plan.tuned_read_ahead(root, units, version, name, info['type'])
+        if hit:
             facts['read_ahead'][name] = {'instance': hit['instance'], 'profile': hit['profile'],
                                          'setting': hit['readahead']['raw'], 'kb': hit['readahead']['kb']}
     facts['conflicts'] = child_conflicts(root, chain, units)
@@ -389,6 +392,15 @@ def resolve_intent(root, intent, path_facts):
             'page_kb': page_kb, 'sweep_values': sweep.default_sweep(page_kb), 'errors': errors, 'warnings': warnings}
 
 
+def _resolved_knobs(intent, resolved):
+    """The intent's sweep settings with the values a sweep measures: the page-size defaults (resolved's
+    sweep_values) where the role gave none (aem_tuning_sweep_values null)."""
+    knobs = intent.get('sweep')
+    if isinstance(knobs, dict) and knobs.get('values') is None:
+        return dict(knobs, values=resolved['sweep_values'])
+    return knobs
+
+
 def read_snapshot(root, path):
     """The snapshot (a dict), None when absent, or {'error': 'damaged: <path>: <why> ...'} (runstate.read_json)."""
     data, damage = runstate.read_json(files.root_path(root, path), path, dict)
@@ -446,27 +458,30 @@ def tuned_verify(module, root, tuned_info):
 
 
 def check_intent(module, root, facts):
-    """Resolve and validate the intent; fail, having changed nothing, on any error."""
-    intent = module.params['intent'] = compliance.normalise_intent(module.params['intent'])
-    plan = resolve_intent(root, intent, facts['paths'])
-    intent, plan['read_ahead_default'] = compliance.with_default(intent, plan['page_kb'])
-    module.params['intent'] = intent
-    extra_errors = []
+    """(intent, plan): the intent resolved and validated, with the default read-ahead or the recorded sweep's value
+    in place; fail, having changed nothing, on any error. The plan is built once, from what was decided before."""
+    intent = compliance.normalise_intent(module.params['intent'])
+    resolved = resolve_intent(root, intent, facts['paths'])
+    intent, read_ahead_default = compliance.with_default(intent, resolved['page_kb'])
+    recorded = {}
+    record_errors, record_warnings = [], []
     if compliance.is_auto(intent) and intent.get('sweep_record') and intent.get('state', 'present') == 'present':
         data, damage = runstate.read_checked(files.root_path(root, intent['sweep_record']), intent['sweep_record'])
-        plan['recorded_sweep'] = (compliance.recorded_sweep(facts, intent, plan, data) if damage is None else
-                                  {'usable': False, 'why': damage, 'record': None})
-        extra_errors, warnings = compliance.recorded_sweep_messages(intent, plan['recorded_sweep'])
-        plan['warnings'].extend(warnings)
-        intent = module.params['intent'] = compliance.with_recorded(intent, plan['recorded_sweep'])
-    errors = plan.pop('errors') + extra_errors + compliance.validate(facts, intent, plan)
-    plan['errors'] = errors
+        recorded['recorded_sweep'] = (compliance.recorded_sweep(facts, intent, resolved, data) if damage is None else
+                                      {'usable': False, 'why': damage, 'record': None})
+        record_errors, record_warnings = compliance.recorded_sweep_messages(intent, recorded['recorded_sweep'])
+        intent = compliance.with_recorded(intent, recorded['recorded_sweep'])
+    errors = resolved['errors'] + record_errors + compliance.validate(facts, intent, resolved)
+    plan = dict(resolved, read_ahead_default=read_ahead_default, errors=errors,
+                warnings=resolved['warnings'] + record_warnings,
+                sweep_timeout=compliance.sweep_timeout(_resolved_knobs(intent, resolved)) if not errors else None,
+                **recorded)
     if errors and module.params['fail_on_invalid']:
         module.fail_json(msg='nothing was changed: %s' % ' '.join(errors), errors=errors, changed=False,
                          ansible_facts={'os_tuning': facts})
     for warning in plan['warnings']:
         module.warn(warning)
-    return plan
+    return intent, plan
 
 
 def reader_facts(root, facts, plan):
@@ -481,10 +496,10 @@ def reader_facts(root, facts, plan):
 
 def run(module, root):
     """Gather; with an intent, validate it, then keep the snapshot, verify, and list the misses."""
-    intent = module.params['intent'] or {}
+    given = module.params['intent'] or {}
     problems = [files.empty_entries('paths', module.params['paths'])]
-    problems += [files.empty_entries('intent.%s' % key, intent.get(key))
-                 for key in ('paths', 'candidates', 'devices', 'thp_persist') if isinstance(intent.get(key), list)]
+    problems += [files.empty_entries('intent.%s' % key, given.get(key))
+                 for key in ('paths', 'candidates', 'devices', 'thp_persist') if isinstance(given.get(key), list)]
     problems = [p for p in problems if p]
     if problems:
         module.fail_json(msg='nothing was changed: %s' % ' '.join(problems), errors=problems, changed=False)
@@ -493,7 +508,7 @@ def run(module, root):
     facts['clock'] = {'epoch': now, 'iso': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))}
     snap = module.params['snapshot'] or {'path': None, 'state': 'query'}
     facts['snapshot'] = read_snapshot(root, snap['path']) if snap['path'] else None
-    plan = check_intent(module, root, facts) if module.params['intent'] is not None else None
+    intent, plan = check_intent(module, root, facts) if module.params['intent'] is not None else (None, None)
     changed = False
     if snap['state'] == 'present' and (plan is None or not plan['errors']):
         changed = write_snapshot(module, root, snap['path'], facts, facts['clock'])
@@ -501,12 +516,12 @@ def run(module, root):
     elif snap['state'] == 'absent':
         changed = remove_snapshot(module, root, snap['path'], facts['snapshot'])
     verify = tuned_verify(module, root, facts['tuned']) if module.params['verify'] else None
-    if plan is not None and module.params['intent'].get('state', 'present') == 'present':
+    if plan is not None and intent.get('state', 'present') == 'present':
         facts['readers'] = guarded(facts['errors'], 'readers', None, reader_facts, root, facts, plan)
     if plan is not None:
         facts['plan'] = plan
         found = [compliance.miss('intent', 'invalid', e) for e in plan['errors']]
-        found += compliance.misses(facts, module.params['intent'], plan, verify)
+        found += compliance.misses(facts, intent, plan, verify)
         facts['compliance'] = {'misses': found, 'compliant': not found, 'tuned_verify': verify}
     elif verify is not None:
         facts['compliance'] = {'misses': None, 'compliant': None, 'tuned_verify': verify}
@@ -526,8 +541,6 @@ def gather(module, root):
     for name, info in devices.items():
         info['set_by'] = kernel_readahead.set_by(info['read_ahead_kb'], info.get('kernel_default'), info.get('queue'),
                                                  tuned_info.get('read_ahead', {}).get(name), info.get('rule'))
-    conflicts = guarded(errors, 'udev rules', [], udev_rules.competing_rules, root)
-    rc_local = guarded(errors, 'rc.local', [], udev_rules.rc_local_setra, root)
     facts = {
         'block_devices': devices,
         'mounts': guarded(errors, 'mounts', {}, mounts, root),
@@ -535,8 +548,7 @@ def gather(module, root):
         'thp': guarded(errors, 'THP', {'runtime': None, 'error': 'unreadable'}, thp_facts, module, root, boot),
         'tuned': tuned_info,
         'managed_files': files_facts,
-        'conflicts': ([dict(c, source='udev rule') for c in conflicts]
-                      + [dict(c, source='rc.local') for c in rc_local]),
+        'conflicts': udev_rules.file_conflicts(root, errors=errors),
         'os': {'id': boot['os_id'], 'version_id': boot['version_id'], 'major': boot['major'],
                'family': boot['family'], 'efi': boot['efi'], 'bls': boot['bls'],
                'boot_method': boot['method'], 'boot_reason': boot['reason'],

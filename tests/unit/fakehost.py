@@ -565,6 +565,44 @@ def tree_checksum(root):
     return result
 
 
+class HostReads(object):
+    """Counts, per host path (``/etc/tuned/active_profile``), the opens for reading of files under a fake host's
+    root while it is installed (monkeypatch): every read of the host goes through os.open (files.read_bytes and
+    the modules' own readers) or open(). A missing file counts too: the run asked for it.
+    """
+
+    def __init__(self, root, monkeypatch):
+        self.root = os.path.normpath(str(root))
+        self.counts = {}
+        real_os_open = os.open
+        builtins = __import__('builtins' if str is not bytes else '__builtin__')
+        real_open = builtins.open
+
+        def os_open(path, flags, *args, **kwargs):
+            if not flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+                self._count(path)
+            return real_os_open(path, flags, *args, **kwargs)
+
+        def open_(path, mode='r', *args, **kwargs):
+            if not any(c in mode for c in 'wax+'):
+                self._count(path)
+            return real_open(path, mode, *args, **kwargs)
+        monkeypatch.setattr(os, 'open', os_open)
+        monkeypatch.setattr(builtins, 'open', open_)
+
+    def _count(self, path):
+        if not isinstance(path, (str, type(u''))):
+            return  # a descriptor (os.fdopen), not a path
+        full = os.path.normpath(path)
+        if full.startswith(self.root + os.sep):
+            host_path = full[len(self.root):]
+            self.counts[host_path] = self.counts.get(host_path, 0) + 1
+
+    def more_than_once(self):
+        """{host path: count} of the paths opened for reading more than once."""
+        return dict((p, n) for p, n in self.counts.items() if n > 1)
+
+
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures')
 
 

@@ -440,7 +440,7 @@ def test_other_words_are_still_refused_and_the_error_mentions_auto():
     ({'readers': 0}, 'aem_tuning_sweep_readers=0'),
     ({'readers': 65}, 'aem_tuning_sweep_readers=65'),
     ({'duration': 0}, 'aem_tuning_sweep_duration=0'),
-    ({'duration': 200}, 'more than the sweep\'s 900 s limit'),
+    ({'duration': 200}, '= 1200 s on the live device, more than the 900 s the role allows a sweep'),
     ({'values': [4096, 32], 'size_mb': 8}, 'aem_tuning_sweep_size_mb=8: give MiB of scratch file, at least 16'),
     ({'tolerance_pct': 100}, 'aem_tuning_sweep_tolerance_pct=100'),
     ({'volume_type': 'standard'}, "aem_tuning_volume_type='standard'"),
@@ -458,6 +458,24 @@ def test_a_bad_sweep_knob_is_refused_naming_the_variable(knobs, needle):
     errors = compliance.validate(compliant(), auto_intent(**knobs), resolved())
     assert len(errors) == 1, errors
     assert needle in errors[0]
+
+
+@pytest.mark.parametrize('knobs, timeout', [
+    (SWEEP, 643),                                               # 3 x 2 x 3 s + 256 MiB // 10 + 600 s
+    (dict(SWEEP, values=[4096, 1024, 256, 128, 64, 32, 16, 8], duration=5, size_mb=1024), 782),  # 80 + 102 + 600
+    (dict(SWEEP, duration='3'), None),                          # not normalised: not valid
+    (dict(SWEEP, values=None), None),
+    (None, None),
+])
+def test_the_timeout_the_role_gives_the_sweep(knobs, timeout):
+    assert compliance.sweep_timeout(knobs) == timeout
+
+
+def test_the_sweep_timeout_rule_is_the_sweep_modules():
+    assert compliance.sweep_timeout_error(3, 3, 1) is None
+    assert compliance.sweep_timeout_error(2, 3, 1) == (
+        'timeout=2 s is shorter than the random phases alone (3 values x duration=1 s = 3 s): raise timeout, lower '
+        'duration or give fewer values.')
 
 
 def test_the_volume_rules_agree_with_the_sweep_module():

@@ -364,7 +364,7 @@ def test_tuned_sections_use_the_rhel6_directory():
 
 def test_tuned_sections_render_into_a_profile_tuned_parses():
     sections = thp.tuned_sections('never', 'never', '0', (2, 10, 0), STATE)
-    text = tuned.render_child({'active_profiles': ['virtual-guest']}, ['virtual-guest'], sections)
+    text = tuned.render_child({'active_profiles': ['virtual-guest']}, sections)
     parsed = tuned.parse_conf(text)
     assert ('vm', [('transparent_hugepages', 'never')]) in parsed
     assert ('sysfs', [(THP_DIR + '/defrag', 'never'), (KHUGEPAGED, '0')]) in parsed

@@ -574,7 +574,7 @@ BASELINE = {'active_profiles': ['virtual-guest'], 'profile_mode': 'auto'}
 
 
 def test_render_parse_child_roundtrip():
-    text = tuned.render_child(BASELINE, ['virtual-guest'], SECTIONS)
+    text = tuned.render_child(BASELINE, SECTIONS)
     assert files.is_managed(text)
     assert 'include=' not in text
     assert tuned.parse_child(text, '/etc/tuned/aemops-os-tuning/tuned.conf') == {
@@ -582,13 +582,13 @@ def test_render_parse_child_roundtrip():
 
 
 def test_rendered_child_is_a_valid_profile(host):
-    write_profile(host, tuned.CHILD_PROFILE, tuned.render_child(BASELINE, ['virtual-guest'], SECTIONS), '/etc/tuned')
+    write_profile(host, tuned.CHILD_PROFILE, tuned.render_child(BASELINE, SECTIONS), '/etc/tuned')
     chain = tuned.load_profiles(host.root, ['virtual-guest', tuned.CHILD_PROFILE])
     assert [p['name'] for p in chain] == ['throughput-performance', 'virtual-guest', tuned.CHILD_PROFILE]
 
 
 def test_parse_child_damaged_baseline(host):
-    text = tuned.render_child(BASELINE, ['virtual-guest'], SECTIONS).replace('"auto"}', '"auto"')
+    text = tuned.render_child(BASELINE, SECTIONS).replace('"auto"}', '"auto"')
     with pytest.raises(tuned.TunedProfileError) as info:
         tuned.parse_child(text, '/etc/tuned/aemops-os-tuning/tuned.conf')
     assert 'damaged baseline record' in str(info.value)
@@ -627,7 +627,7 @@ def test_child_state_records_active_profiles_first_time(host):
 
 
 def test_child_state_keeps_recorded_parents_once_active(host):
-    write_profile(host, tuned.CHILD_PROFILE, tuned.render_child(BASELINE, ['virtual-guest'], SECTIONS), '/etc/tuned')
+    write_profile(host, tuned.CHILD_PROFILE, tuned.render_child(BASELINE, SECTIONS), '/etc/tuned')
     activate(host, tuned.CHILD_PROFILE)
     _path, before, current, baseline, parents = tuned.child_state(host.root)
     assert before is not None
@@ -684,7 +684,7 @@ def test_plan_child_without_active_profile_is_an_error(host):
 
 def _child_units(host, parents, groups):
     sections = tuned.disk_sections(host.root, parents, groups)
-    text = tuned.render_child(BASELINE, parents, sections)
+    text = tuned.render_child(BASELINE, sections)
     write_profile(host, tuned.CHILD_PROFILE, text, '/etc/tuned')
     return tuned.effective_units(host.root, tuned.desired_active(parents))[0]
 
@@ -1224,7 +1224,7 @@ def test_an_identity_with_hash_is_escaped_so_every_parser_keeps_it(bare, version
     host = stock_host(bare, version)
     serial = 'Disk #1 serial'
     sections = tuned.disk_sections(host.root, ['virtual-guest'], {32: [('ID_SERIAL', serial)]}, version)
-    text = tuned.render_child(BASELINE, ['virtual-guest'], sections)
+    text = tuned.render_child(BASELINE, sections)
     assert '#1' not in text.split('[main]', 1)[1]
     write_profile(host, tuned.CHILD_PROFILE, text, '/etc/tuned')
     units = tuned.effective_units(host.root, ['virtual-guest', tuned.CHILD_PROFILE], version)[0]

@@ -83,7 +83,12 @@ def test_render_is_deterministic_and_sorted():
     one = udev_rules.render(dict(pairs), {})
     other = udev_rules.render(dict(reversed(pairs)), {})
     assert one == other
-    assert _rules_lines(one) == [udev_rules.render_rule(m, kb) for m, kb in sorted(pairs)]
+    prefix = 'ACTION=="add|change", SUBSYSTEM=="block", ENV{DEVTYPE}=="disk", '
+    assert _rules_lines(one) == [
+        prefix + 'ENV{DM_UUID}=="LVM-%s", ATTR{queue/read_ahead_kb}="64"' % ('x' * 64),
+        prefix + 'ENV{ID_SERIAL}=="Amazon Elastic Block Store_vol0123456789abcdef0", ATTR{queue/read_ahead_kb}="32"',
+        prefix + 'ENV{MD_UUID}=="3f2c1a4b:5d6e7f80:91a2b3c4:d5e6f708", ATTR{queue/read_ahead_kb}="16"',
+    ]
 
 
 def test_render_baselines_before_rules_sorted_by_match():

@@ -550,7 +550,7 @@ def test_read_ahead_sections_in_the_child_profile_are_preserved(el8):
     read_ahead = ('read_ahead', 'aemops_read_ahead_32', [
         ('type', 'disk'), ('devices_udev_regex', '^(?:ID_SERIAL=Amazon_EBS_vol0123)$'), ('readahead', '32')])
     el8.host.write(CHILD, tuned.render_child({'active_profiles': ['virtual-guest'], 'profile_mode': 'auto'},
-                                             ['virtual-guest'], [read_ahead]))
+                                             [read_ahead]))
     el8.host.write(tuned.ACTIVE_PROFILE_FILE, tuned.CHILD_PROFILE + '\n')
     el8.host.write(tuned.PROFILE_MODE_FILE, 'manual\n')
     el8.run(APPLY)

@@ -136,7 +136,7 @@ class FactsEnv(Env):
         if thp_enabled:
             sections.append(('thp', 'vm', [('transparent_hugepages', thp_enabled)]))
         baseline = {'active_profiles': parents, 'profile_mode': tuned.profile_mode(self.root)}
-        self.host.write(CHILD, tuned.render_child(baseline, parents, sections))
+        self.host.write(CHILD, tuned.render_child(baseline, sections))
         self.host.write(tuned.ACTIVE_PROFILE_FILE, ' '.join(tuned.desired_active(parents)) + '\n')
         self.host.write(tuned.PROFILE_MODE_FILE, 'manual\n')
         return self

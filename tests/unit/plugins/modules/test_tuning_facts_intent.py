@@ -297,6 +297,23 @@ def test_a_record_of_the_default_values_holds_whether_they_were_given_or_not(env
     _result, facts = run({'intent': intent(read_ahead_kb='auto', sweep=knobs, sweep_record=SWEEP_FACT)}, failed=True)
 
 
+def test_the_plan_holds_the_timeout_the_role_gives_the_sweep(env):
+    # 3 values x 2 phases x 3 s, the 256 MiB scratch file at 10 MiB/s (25 s), and 600 s for the rest
+    _result, facts = run({'intent': auto(may_sweep=True)})
+    assert facts['plan']['sweep_timeout'] == 643
+    _result, facts = run({'intent': intent(read_ahead_kb=32)})
+    assert facts['plan']['sweep_timeout'] is None
+
+
+@pytest.mark.parametrize('page_kb, timeout', [(4, 673), (64, 655)])
+def test_the_timeout_of_the_default_values_counts_the_page_size_defaults(env, monkeypatch, page_kb, timeout):
+    # aem_tuning_sweep_values null: 8 values on 4 KiB pages, 5 on 64 KiB pages, x 2 phases x 3 s, + 25 s + 600 s
+    env.host.use_page_kb(monkeypatch, page_kb)
+    _result, facts = run({'intent': intent(read_ahead_kb='auto', sweep=dict(KNOBS, values=None), sweep_record=SWEEP_FACT,
+                                           may_sweep=True)})
+    assert facts['plan']['sweep_timeout'] == timeout
+
+
 def test_a_backout_with_auto_ignores_the_record(env):
     # A record that does not hold must not stop a backout, nor a warning say it is used.
     write_record(env, stable_id={'key': 'ENV{DM_UUID}', 'value': 'LVM-another'})
