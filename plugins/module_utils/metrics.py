@@ -80,7 +80,7 @@ FAMILIES = (
 NAMES = tuple(name for name, _help in FAMILIES)
 
 _LABEL_NAME = re.compile(r'^[a-zA-Z_][a-zA-Z0-9_]*$')
-_FILE_NAME = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.-]*\.prom$')
+_FILE_NAME = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.-]*\.prom\Z')
 _NOFOLLOW = getattr(os, 'O_NOFOLLOW', 0)
 _CLOEXEC = getattr(os, 'O_CLOEXEC', 0)
 _TEXT = type(u'')
