@@ -27,6 +27,10 @@ Three parts, plain functions over a root path (``/`` on a host, a fake tree in t
 - :func:`publish`: under the file's lock, compare and write (files.atomic_write: a temporary file
   in the directory, renamed over the target, mode 0644, owner root).
 
+Names follow the Prometheus conventions that ``promtool check metrics`` lints (client_golang's promlint): base
+units (read-ahead in ``_bytes``, not ``_kb``, which promtool reports as an abbreviated unit; KiB x 1024), HELP
+on every family, ``_info`` families of value 1, ``_timestamp_seconds`` on a gauge, no type in a name.
+
 ``changed``: a run is changed when a value other than :data:`TIMESTAMP` differs (or the file is
 new, or its mode or owner differ). A run that finds the same state still rewrites the file, so the
 timestamp (and node_exporter's ``node_textfile_mtime_seconds``) always tells when the host was
@@ -66,9 +70,10 @@ FAMILIES = (
                                  'reader, ...); kinds with no miss are left out.'),
     (PREFIX + '_run_failed', '1 when a step of the last run failed (the role\'s first error), else 0.'),
     (PREFIX + '_fact_errors', 'Number of things tuning_facts could not read on the last run.'),
-    (PREFIX + '_read_ahead_kb', 'Read-ahead of the block device in KiB, as the kernel has it now '
-                                '(/sys/block/<device>/queue/read_ahead_kb).'),
-    (PREFIX + '_read_ahead_wanted_kb', 'Read-ahead in KiB the collection wants for a device it tunes.'),
+    (PREFIX + '_read_ahead_bytes', 'Read-ahead of the block device in bytes, as the kernel has it now '
+                                   '(/sys/block/<device>/queue/read_ahead_kb x 1024).'),
+    (PREFIX + '_read_ahead_wanted_bytes', 'Read-ahead in bytes the collection wants for a device it tunes '
+                                          '(aem_tuning_read_ahead_kb x 1024).'),
     (PREFIX + '_read_ahead_source_info', 'What explains the device\'s read-ahead: source_kind is tuned, udev_rule, '
                                          'kernel or unknown; source says which (tuning_facts set_by).'),
     (PREFIX + '_target_info', 'A device the collection tunes, and the target that names it (a repository path, a '
@@ -218,14 +223,14 @@ def samples(facts, now, read_ahead_kb=None, error='', mode=None, state=None):
         kb = (info or {}).get('read_ahead_kb')
         if kb is None:
             continue
-        add(PREFIX + '_read_ahead_kb', kb, device=name)
+        add(PREFIX + '_read_ahead_bytes', kb * 1024, device=name)
         set_by = info.get('set_by')
         add(PREFIX + '_read_ahead_source_info', 1, device=name, source_kind=source_kind(set_by), source=set_by or '')
     pairs = _targets(facts)
     wanted = _int(read_ahead_kb) if (state or 'present') == 'present' else None
     for device in sorted(set(d for d, _t in pairs)):
         if wanted is not None:
-            add(PREFIX + '_read_ahead_wanted_kb', wanted, device=device)
+            add(PREFIX + '_read_ahead_wanted_bytes', wanted * 1024, device=device)
     for device, target in sorted(set(pairs)):
         add(PREFIX + '_target_info', 1, device=device, target=target)
     runtime = (facts.get('thp') or {}).get('runtime') or {}

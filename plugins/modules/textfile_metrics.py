@@ -17,8 +17,8 @@ description:
   - Turns what M(aemops.os_tuning.tuning_facts) returned (C(ansible_facts.os_tuning), with its C(compliance)) into
     the Prometheus text exposition format and writes it as O(directory)/O(name), for node_exporter's textfile
     collector (C(--collector.textfile.directory)). node_exporter has no read-ahead metric of its own.
-  - "Per device: the read-ahead now (C(aemops_os_tuning_read_ahead_kb)), the read-ahead wanted for the devices the
-    run tunes (C(aemops_os_tuning_read_ahead_wanted_kb)), what set it (C(aemops_os_tuning_read_ahead_source_info)),
+  - "Per device: the read-ahead now (C(aemops_os_tuning_read_ahead_bytes)), the read-ahead wanted for the devices
+    the run tunes (C(aemops_os_tuning_read_ahead_wanted_bytes)), what set it (C(aemops_os_tuning_read_ahead_source_info)),
     the targets that name it (C(aemops_os_tuning_target_info)). Per host: THP (C(aemops_os_tuning_thp_info)),
     C(aemops_os_tuning_compliant), C(aemops_os_tuning_misses) (and C(_misses_by_kind)), C(_run_failed),
     C(_fact_errors), C(_stale_readers), C(_run_info) and C(aemops_os_tuning_last_run_timestamp_seconds)."
@@ -56,7 +56,8 @@ options:
     required: true
   read_ahead_kb:
     description:
-      - The read-ahead in KiB the run wants for the devices it tunes (C(aemops_os_tuning_read_ahead_wanted_kb)).
+      - The read-ahead in KiB the run wants for the devices it tunes (C(aemops_os_tuning_read_ahead_wanted_bytes) is
+        it in bytes).
       - Null, V(auto) (no sweep result yet) or a backout (O(run_state=absent)) leave the wanted values out.
     type: raw
   error:
@@ -76,6 +77,8 @@ options:
     default: present
 notes:
   - Runs on the target's Python 2.7 (RHEL 7), 3.6 (RHEL 8 platform-python) and newer.
+  - Read-ahead is in bytes (KiB x 1024), the base unit Prometheus names want; C(promtool check metrics) reports a
+    C(_kb) suffix as an abbreviated unit.
   - Label values are escaped as the text format wants (backslash, double quote, line feed); samples are sorted, so
     the same state gives the same file but for the timestamp line.
   - Needs root (C(become=true)) to write the file and take its lock in C(/run/aemops-os-tuning).
@@ -136,15 +139,15 @@ content:
     # HELP aemops_os_tuning_compliant 1 when the last run found the host as wanted (no misses, no error), else 0.
     # TYPE aemops_os_tuning_compliant gauge
     aemops_os_tuning_compliant 1
-    # HELP aemops_os_tuning_read_ahead_kb Read-ahead of the block device in KiB, as the kernel has it now (/sys/block/<device>/queue/read_ahead_kb).
-    # TYPE aemops_os_tuning_read_ahead_kb gauge
-    aemops_os_tuning_read_ahead_kb{device="nvme1n1"} 32
+    # HELP aemops_os_tuning_read_ahead_bytes Read-ahead of the block device in bytes, as the kernel has it now (/sys/block/<device>/queue/read_ahead_kb x 1024).
+    # TYPE aemops_os_tuning_read_ahead_bytes gauge
+    aemops_os_tuning_read_ahead_bytes{device="nvme1n1"} 32768
 metrics:
   description: The names of the metric families in the file, in file order.
   returned: always
   type: list
   elements: str
-  sample: [aemops_os_tuning_last_run_timestamp_seconds, aemops_os_tuning_compliant, aemops_os_tuning_read_ahead_kb]
+  sample: [aemops_os_tuning_last_run_timestamp_seconds, aemops_os_tuning_compliant, aemops_os_tuning_read_ahead_bytes]
 '''
 
 import time

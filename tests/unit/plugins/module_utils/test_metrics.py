@@ -132,13 +132,13 @@ def test_the_values_of_the_compliant_host():
     assert value(families, 'aemops_os_tuning_compliant') == 1
     assert value(families, 'aemops_os_tuning_misses') == 0
     assert value(families, 'aemops_os_tuning_run_failed') == 0
-    assert value(families, 'aemops_os_tuning_read_ahead_kb', device='dm-0') == 32
-    assert value(families, 'aemops_os_tuning_read_ahead_kb', device='nvme1n1') == 4096
-    assert 'sr0' not in [lab['device'] for lab, _v in families['aemops_os_tuning_read_ahead_kb']['samples']]
+    assert value(families, 'aemops_os_tuning_read_ahead_bytes', device='dm-0') == 32 * 1024
+    assert value(families, 'aemops_os_tuning_read_ahead_bytes', device='nvme1n1') == 4096 * 1024
+    assert 'sr0' not in [lab['device'] for lab, _v in families['aemops_os_tuning_read_ahead_bytes']['samples']]
     # wanted: the repository's device and the disk beneath it; not the root disk
-    assert sorted(lab['device'] for lab, _v in families['aemops_os_tuning_read_ahead_wanted_kb']['samples']) == [
+    assert sorted(lab['device'] for lab, _v in families['aemops_os_tuning_read_ahead_wanted_bytes']['samples']) == [
         'dm-0', 'nvme1n1']
-    assert value(families, 'aemops_os_tuning_read_ahead_wanted_kb', device='nvme1n1') == 32
+    assert value(families, 'aemops_os_tuning_read_ahead_wanted_bytes', device='nvme1n1') == 32 * 1024
     assert value(families, 'aemops_os_tuning_target_info', device='nvme1n1', target='beneath dm-0') == 1
     assert value(families, 'aemops_os_tuning_target_info', device='dm-0',
                  target='/opt/aem/crx-quickstart/repository') == 1
@@ -180,11 +180,11 @@ def test_facts_without_compliance_leave_compliant_and_misses_out():
 ])
 def test_the_wanted_value_is_a_number_or_left_out(kb, state, wanted):
     families = parse(text_of(read_ahead_kb=kb, state=state))
-    name = 'aemops_os_tuning_read_ahead_wanted_kb'
+    name = 'aemops_os_tuning_read_ahead_wanted_bytes'
     if wanted is None:
         assert name not in families
     else:
-        assert value(families, name, device='dm-0') == wanted
+        assert value(families, name, device='dm-0') == wanted * 1024
 
 
 def test_source_kind_names_what_set_the_read_ahead_as_kernel_readahead_words_it():
@@ -209,9 +209,9 @@ def test_hostile_label_values_are_escaped_and_read_back_exactly():
     assert u'device="nv\\"me\\\\1\\n2"' in content
     lines = content.split(u'\n')[:-1]
     assert all(line.startswith((u'#', u'aemops_os_tuning_')) for line in lines)  # no line was split
-    assert len([line for line in lines if line.startswith(u'aemops_os_tuning_read_ahead_kb{')]) == 1
+    assert len([line for line in lines if line.startswith(u'aemops_os_tuning_read_ahead_bytes{')]) == 1
     families = parse(content)
-    assert value(families, 'aemops_os_tuning_read_ahead_kb', device=device) == 32
+    assert value(families, 'aemops_os_tuning_read_ahead_bytes', device=device) == 32 * 1024
     assert value(families, 'aemops_os_tuning_target_info', device=device, target=HOSTILE) == 1
     assert value(families, 'aemops_os_tuning_read_ahead_source_info', device=device,
                  source=u'tuned "x" [d\\isk]\nreadahead=32') == 1

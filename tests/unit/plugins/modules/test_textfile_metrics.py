@@ -64,8 +64,8 @@ def test_the_facts_of_a_host_that_is_not_tuned_yet_become_metrics(env, os_tuning
     assert value(families, 'aemops_os_tuning_compliant') == 0
     assert value(families, 'aemops_os_tuning_misses') == len(os_tuning['compliance']['misses']) > 0
     assert value(families, 'aemops_os_tuning_misses_by_kind', kind='read_ahead') >= 1
-    assert value(families, 'aemops_os_tuning_read_ahead_kb', device='dm-0') == 4096
-    assert value(families, 'aemops_os_tuning_read_ahead_wanted_kb', device='dm-0') == 32
+    assert value(families, 'aemops_os_tuning_read_ahead_bytes', device='dm-0') == 4096 * 1024
+    assert value(families, 'aemops_os_tuning_read_ahead_wanted_bytes', device='dm-0') == 32 * 1024
     assert value(families, 'aemops_os_tuning_target_info', device='dm-0', target=REPO) == 1
     assert value(families, 'aemops_os_tuning_thp_info', enabled='always', defrag='madvise') == 1
     assert value(families, 'aemops_os_tuning_run_info', mode='audit', state='present') == 1
@@ -92,7 +92,7 @@ def test_drift_by_hand_is_changed(env, os_tuning):
     os_tuning['block_devices']['dm-0']['read_ahead_kb'] = 32
     result = run_module(textfile_metrics.main, args(os_tuning))
     assert result['changed'] is True
-    assert value(parse(result['content']), 'aemops_os_tuning_read_ahead_kb', device='dm-0') == 32
+    assert value(parse(result['content']), 'aemops_os_tuning_read_ahead_bytes', device='dm-0') == 32 * 1024
 
 
 def test_check_mode_writes_nothing_and_diff_shows_the_file(env, os_tuning):
@@ -120,7 +120,7 @@ def test_a_backout_and_an_error_are_reported(env, os_tuning):
     result = run_module(textfile_metrics.main, args(os_tuning, run_state='absent', run_mode='apply',
                                                     error='Apply read-ahead: permission denied'))
     families = parse(result['content'])
-    assert 'aemops_os_tuning_read_ahead_wanted_kb' not in families
+    assert 'aemops_os_tuning_read_ahead_wanted_bytes' not in families
     assert value(families, 'aemops_os_tuning_run_failed') == 1
     assert value(families, 'aemops_os_tuning_run_info', mode='apply', state='absent') == 1
 
