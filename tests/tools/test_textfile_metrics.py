@@ -157,3 +157,14 @@ def test_the_output_passes_the_lint_that_promtool_applies():
         sys.path.pop(0)
     families, _order = check_prom.parse(render(True))
     assert check_prom.lint(families) == []
+
+
+def test_the_vm_validator_keys_each_series_as_the_file_writes_it(tmp_path):
+    content = render(True)
+    rc, out, err = _check_prom(tmp_path, content)
+    assert rc == 0, err
+    found = json.loads(out)['series']
+    lines = [line for line in content.split('\n') if line and not line.startswith('#')]
+    assert sorted(found) == sorted(line.rsplit(' ', 1)[0] for line in lines)
+    assert found['aemops_os_tuning_compliant'] == 0
+    assert found['aemops_os_tuning_read_ahead_bytes{device="nvme1n1"}'] == 32 * 1024

@@ -11,7 +11,9 @@ Runs on the test VM (its python3, 3.6 on RHEL 8; Python 2.7 works too), independ
 it reads the text exposition format 0.0.4 as node_exporter's parser does and lints the names as
 ``promtool check metrics`` does (client_golang promlint: HELP present, base units, no abbreviated unit, no type in
 the name, no ':', snake_case, counters end in _total). On success it prints
-``{"families": {name: {"help", "type", "samples": [[labels, value], ...]}}}`` and exits 0; on the first problem it
+``{"families": {name: {"help", "type", "samples": [[labels, value], ...]}}, "series": {'name{a="x",b="y"}': value}}``
+(series keys: labels sorted by name, values escaped as in the file; a sample without labels is its bare name) and
+exits 0; on the first problem it
 prints it to stderr and exits 1. tests/tools/test_textfile_metrics.py runs it against the module's output and
 against broken files.
 """
@@ -144,6 +146,16 @@ def lint(families):
     return problems
 
 
+def series(families):
+    out = {}
+    for name, family in families.items():
+        for labels, value in family['samples']:
+            body = ','.join('%s="%s"' % (k, labels[k].replace('\\', '\\\\').replace('"', '\\"').replace('\n', '\\n'))
+                            for k in sorted(labels))
+            out[name + ('{%s}' % body if body else '')] = value
+    return out
+
+
 def main(argv):
     if len(argv) != 2:
         sys.stderr.write('usage: check_prom.py FILE\n')
@@ -159,7 +171,7 @@ def main(argv):
     if problems:
         sys.stderr.write('%s:\n  %s\n' % (argv[1], '\n  '.join(problems)))
         return 1
-    print(json.dumps({'families': families}, sort_keys=True))
+    print(json.dumps({'families': families, 'series': series(families)}, sort_keys=True))
     return 0
 
 
