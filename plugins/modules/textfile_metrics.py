@@ -153,6 +153,7 @@ metrics:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.aemops.os_tuning.plugins.module_utils import files, metrics
 
 ROOT = '/'
@@ -167,7 +168,7 @@ def run(module, root, now=None):
         outcome = metrics.publish(root, p['directory'], p['name'], content, check_mode=module.check_mode,
                                   module=module)
     except metrics.MetricsError as e:
-        module.fail_json(msg='nothing was changed: %s' % e, changed=False)
+        module.fail_json(msg='nothing was changed: %s' % to_native(e), changed=False)
     result = {'changed': outcome['changed'], 'path': outcome['path'], 'written': outcome['written'],
               'content': content, 'metrics': [n for n in metrics.NAMES if families.get(n)]}
     if module._diff:

@@ -18,6 +18,7 @@ import stat
 
 import pytest
 
+from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.aemops.os_tuning.plugins.module_utils import files, metrics
 from ansible_collections.aemops.os_tuning.plugins.modules import textfile_metrics, tuning_facts
 from ansible_collections.aemops.os_tuning.tests.unit.plugins.module_utils.test_metrics import parse, value
@@ -129,3 +130,12 @@ def test_an_unknown_run_mode_is_refused_by_the_argument_spec(env, os_tuning):
     result = run_module(textfile_metrics.main, args(os_tuning, run_mode='sometimes'), failed=True)
     assert 'run_mode' in result['msg']
     assert not os.path.exists(files.root_path(env.root, TARGET))
+
+
+def test_a_refusal_naming_a_non_ascii_path_is_reported(env, os_tuning):
+    directory = u'/var/lib/m\u00e9triques'
+    os.makedirs(files.root_path(env.root, directory), 0o777)
+    os.chmod(files.root_path(env.root, directory), 0o777)
+    result = run_module(textfile_metrics.main, args(os_tuning, directory=directory), failed=True)
+    assert to_native(u'm\u00e9triques') in to_native(result['msg'])  # a native str on Python 2 and 3
+    assert 'writable by group or others' in result['msg']
