@@ -100,8 +100,8 @@ class MetricsError(files.FileError):
 # Text
 
 def text(value):
-    """``value`` as text (unicode on Python 2) that encodes to UTF-8: bytes are decoded (bad bytes become
-    U+FFFD), lone surrogates (undecodable file names on Python 3) become U+FFFD too."""
+    """``value`` as text (unicode on Python 2) that encodes to UTF-8: bytes are decoded (bad bytes become U+FFFD);
+    lone surrogates (an undecodable file name on Python 3) become "?"."""
     if isinstance(value, bytes):
         return value.decode('utf-8', 'replace')
     if not isinstance(value, _TEXT):
@@ -110,10 +110,7 @@ def text(value):
         value.encode('utf-8')
         return value
     except UnicodeEncodeError:
-        try:
-            return value.encode('utf-8', 'surrogateescape').decode('utf-8', 'replace')
-        except (UnicodeEncodeError, LookupError):
-            return value.encode('utf-8', 'replace').decode('utf-8')
+        return value.encode('utf-8', 'replace').decode('utf-8')
 
 
 def escape_label(value):

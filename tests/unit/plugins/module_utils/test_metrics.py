@@ -445,3 +445,10 @@ def test_a_file_that_is_not_utf8_is_refused(root):
         f.write(b'\xff\xfe')
     os.chmod(full(root), 0o644)
     refused(root, 'is not UTF-8 text (byte 0)')
+
+
+def test_a_lone_surrogate_becomes_a_question_mark():
+    if str is bytes:
+        pytest.skip('Python 2 encodes lone surrogates to UTF-8')
+    name = b'sd\xffa'.decode('utf-8', 'surrogateescape')  # os.listdir's name for an undecodable byte
+    assert metrics.escape_label(name) == u'sd?a'
