@@ -336,7 +336,7 @@ def check_directory(full, display=None):
     try:
         files.check_path_form(display, 'textfile directory')
     except files.FileError as e:
-        raise MetricsError(str(e))
+        raise MetricsError(e.args[0] if e.args else str(e))  # the text as it is (str() fails on non-ASCII on Python 2)
     try:
         st = os.lstat(full)
     except OSError as e:
@@ -483,7 +483,7 @@ def publish(root, directory, name, content, check_mode=False, module=None):
     except MetricsError:
         raise
     except files.FileError as e:
-        raise MetricsError(str(e))
+        raise MetricsError(e.args[0] if e.args else str(e))  # the text as it is (str() fails on non-ASCII on Python 2)
     except (IOError, OSError) as e:
         raise MetricsError('cannot write %s: %s.' % (display, files.describe_os_error(e)))
     return {'path': display, 'changed': changed, 'written': bool(write and not check_mode), 'before': before}
