@@ -45,6 +45,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
+import math
 import os
 import re
 import stat
@@ -128,7 +129,7 @@ def number(value):
     if isinstance(value, bool):
         return u'1' if value else u'0'
     if isinstance(value, float):
-        if value != value:
+        if math.isnan(value):
             return u'NaN'
         if value in (float('inf'), float('-inf')):
             return u'+Inf' if value > 0 else u'-Inf'
