@@ -35,8 +35,9 @@ MARKERS = [
     re.compile(r'\b(FAILED|ERROR|CRITICAL)\b|^make(\[\d+\])?: \*\*\*'),
 ]
 BEFORE, AFTER = 25, 35
-TASK = re.compile(r'^[\s\u2502"]*(TASK|RUNNING HANDLER) \[(?P<name>.*?)\]')
-PLAY = re.compile(r'^[\s\u2502"]*PLAY \[(?P<name>.*?)\]')
+# A name that molecule's box wraps has no ']' on its line: the rest is on the next line.
+TASK = re.compile(r'^[\s\u2502"]*(TASK|RUNNING HANDLER) \[(?P<name>[^\]]*)(?P<end>\])?')
+PLAY = re.compile(r'^[\s\u2502"]*PLAY \[(?P<name>[^\]]*)(?P<end>\])?')
 BRIEF_WIDTH = 300
 
 
@@ -93,11 +94,42 @@ def unquote(line):
     return line.strip(' \u2502')
 
 
-def message(line):
-    """The msg of an Ansible result line, else the line itself."""
-    text = unquote(line)
+def unboxed(line):
+    """A line without molecule's box ('  \u2502 ') and its indentation."""
+    return line.lstrip(' ').lstrip('\u2502').strip()
+
+
+KEY = re.compile(r'^"[A-Za-z_]+": ')
+
+
+def block_message(lines, i):
+    """The msg of a result printed over several lines (``FAILED! => {`` then one key a line, which molecule's
+    box wraps at its width), or None."""
+    for j in range(i + 1, min(len(lines), i + 400)):
+        text = unboxed(lines[j])
+        if text.startswith('}'):
+            return None
+        if text.startswith('"msg": '):
+            parts = [text[len('"msg": '):]]
+            for k in range(j + 1, min(len(lines), j + 400)):
+                more = unboxed(lines[k])
+                if KEY.match(more) or more.startswith('}'):
+                    break
+                parts.append(more)
+            joined = ' '.join(parts).rstrip(',')
+            return joined[1:-1] if len(joined) > 1 and joined[0] == joined[-1] == '"' else joined
+    return None
+
+
+def message(lines, i):
+    """The msg of an Ansible result line (on the line, or in the lines after it), else the line itself."""
+    text = unquote(lines[i])
     found = re.search(r'"msg": "((?:[^"\\]|\\.)*)"', text)
-    return found.group(1) if found else text
+    if found:
+        return found.group(1)
+    if text.rstrip().endswith('{'):
+        return block_message(lines, i) or text
+    return text
 
 
 def top_level(line):
@@ -109,7 +141,10 @@ def enclosing(lines, i, pattern, outer=False):
     for j in range(i, -1, -1):
         found = pattern.search(lines[j])
         if found and (top_level(lines[j]) or not outer):
-            return j, found.group('name')
+            name = found.group('name')
+            if not found.group('end') and j + 1 < len(lines):
+                name = '%s %s' % (name.rstrip(), unboxed(lines[j + 1]).split(']')[0].strip())
+            return j, name
     return -1, None
 
 
@@ -131,7 +166,7 @@ def brief(lines):
     play = enclosing(lines, i, PLAY, outer=True)[1]
     if play:
         out.append('play: %s' % play)
-    out.append('said: ' + shorten(message(lines[i])))
+    out.append('said: ' + shorten(message(lines, i)))
     # A scenario step (molecule/upgrade/tasks/step.yml) fails after a task that printed the
     # nested run's whole output: the last failure quoted in that output is the cause.
     shown_at = enclosing(lines, task_at - 1, TASK, outer=True)[0]
@@ -139,7 +174,7 @@ def brief(lines):
     if nested:
         j = nested[-1]
         out.append('nested task: %s' % enclosing(lines, j, TASK)[1])
-        out.append('nested said: ' + shorten(message(lines[j])))
+        out.append('nested said: ' + shorten(message(lines, j)))
     elif shown_at >= 0 and 'output above' in lines[i]:
         # Not an Ansible run (tests/vm/vm.sh, upgrade.sh): the end of what it printed.
         said = [unquote(line) for line in lines[shown_at + 1:task_at] if not top_level(line)]

@@ -81,6 +81,27 @@ TASK [Assert the host is back where bullseye started] **************************
 '''
 
 
+# molecule boxes a nested ansible-playbook's output and wraps it at its width: a long task or play name goes on
+# the next line without its ']', and a failed result is printed one key a line, a long msg over several lines.
+MOLECULE_WRAPPED = """\
+  \u2502 PLAY [Verify read-ahead on the right layers, across reboot and tuned
+  \u2502 restarts] ***
+  \u2502 TASK [Io_opt disk (rebooted): the report written by converge] ***
+  \u2502 ok: [aemvm]
+  \u2502 TASK [Io_opt disk (rebooted): assert 32 KiB after the power cycle, and the
+  \u2502 report names the kernel as the source before] ***
+  \u2502 fatal: [aemvm]: FAILED! => {
+  \u2502     "assertion": "(report | b64decode) is search('\\\\| '
+  \u2502   ~ link ~ ' \\\\| 32 \\\\|')",
+  \u2502     "changed": false,
+  \u2502     "evaluated_to": false,
+  \u2502     "msg": "after the reboot: {'name': 'vdd', 'read_ahead_kb': 32,
+  \u2502   'optimal_io_size': 4194304} (before: 8192)"
+  \u2502 }
+  \u2502 PLAY RECAP ***
+"""
+
+
 def brief(text):
     return excerpt.brief([excerpt.ANSI.sub('', line) for line in text.splitlines()])
 
@@ -123,6 +144,17 @@ def test_brief_takes_the_nested_cause_from_the_failed_steps_own_output_only():
         'said: reboot on trixie: exit code 1 (output above)',
         'its output ends: vm.sh: waiting for ssh / vm.sh: timed out after 300 s waiting for: '
         'ssh answers; last seen: connection refused',
+    ]
+
+
+def test_brief_reads_names_and_messages_that_molecule_wrapped():
+    """From a real failure of the default scenario (the io_opt disk, its first run): the wrapped task and play
+    names are whole, and the msg is joined from its lines, not the line 'fatal: ... => {'."""
+    assert brief(MOLECULE_WRAPPED) == [
+        'task: Io_opt disk (rebooted): assert 32 KiB after the power cycle, and the report names the kernel as the '
+        'source before',
+        'play: Verify read-ahead on the right layers, across reboot and tuned restarts',
+        "said: after the reboot: {'name': 'vdd', 'read_ahead_kb': 32, 'optimal_io_size': 4194304} (before: 8192)",
     ]
 
 
