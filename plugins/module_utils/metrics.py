@@ -290,20 +290,12 @@ def _allowed_owners():
     return (0, runstate.euid())
 
 
-def _user(uid):
-    try:
-        import pwd
-        return '%s (uid %d)' % (pwd.getpwuid(uid).pw_name, uid)
-    except (ImportError, KeyError):
-        return 'uid %d' % uid
-
-
 def _dir_problem(st, sticky_ok):
     """What makes a directory's stat ``st`` unsafe to write in as root, or None."""
     if not stat.S_ISDIR(st.st_mode):
         return 'is not a directory'
     if st.st_uid not in _allowed_owners():
-        return 'is owned by %s, not root' % _user(st.st_uid)
+        return 'is owned by %s, not root' % runstate.owner_text(st.st_uid)
     if st.st_mode & 0o022 and not (sticky_ok and st.st_mode & stat.S_ISVTX):
         return 'is writable by group or others (mode %04o)' % stat.S_IMODE(st.st_mode)
     return None
@@ -347,7 +339,7 @@ def check_directory(full, display=None):
         raise MetricsError('cannot check the textfile directory %s: %s.' % (display, files.describe_os_error(e)))
     if stat.S_ISLNK(st.st_mode):
         raise MetricsError('the textfile directory %s is a symbolic link (to %s): refused, it is never followed. '
-                           'Give the real directory.' % (display, _readlink(full)))
+                           'Give the real directory.' % (display, runstate.link_target(full)))
     problem = _dir_problem(st, sticky_ok=False)
     if problem:
         raise MetricsError('the textfile directory %s %s: another user could replace the metrics file. %s'
@@ -367,20 +359,13 @@ def check_directory(full, display=None):
             if stat.S_ISLNK(lst.st_mode) and lst.st_uid not in _allowed_owners():
                 raise MetricsError('%s, above the textfile directory %s, is a symbolic link owned by %s: that user '
                                    'could point it elsewhere. Give a path whose links are root\'s.'
-                                   % (parent, display, _user(lst.st_uid)))
+                                   % (parent, display, runstate.owner_text(lst.st_uid)))
             problem = _dir_problem(pst, sticky_ok=True)
             if problem:
                 raise MetricsError('%s, above the textfile directory %s, %s: another user could replace the '
                                    'directory. Give a directory whose parents are root\'s and not writable by '
                                    'others.' % (parent, display, problem))
     return st
-
-
-def _readlink(path):
-    try:
-        return os.readlink(path)
-    except OSError:
-        return '?'
 
 
 def read_existing(full, display=None):
@@ -399,7 +384,7 @@ def read_existing(full, display=None):
     refuse = 'It is left as it is. Remove it (or choose another name) and run again.'
     if stat.S_ISLNK(st.st_mode):
         raise MetricsError('%s is a symbolic link (to %s): refused, never followed or replaced. %s'
-                           % (display, _readlink(full), refuse))
+                           % (display, runstate.link_target(full), refuse))
     kind = files.file_kind(st.st_mode)
     if kind is not None:
         raise MetricsError('%s is %s, not a regular file: it is not opened. %s' % (display, kind, refuse))
@@ -414,28 +399,22 @@ def read_existing(full, display=None):
             raise MetricsError('%s is %s, not a regular file. %s' % (display, kind, refuse))
         if st.st_uid not in _allowed_owners():
             raise MetricsError('%s is owned by %s, not root: another user\'s file is not replaced. %s'
-                               % (display, _user(st.st_uid), refuse))
+                               % (display, runstate.owner_text(st.st_uid), refuse))
         if st.st_nlink != 1:
             raise MetricsError('%s has %d hard links (another name of the same file elsewhere): it is not '
                                'replaced. %s' % (display, st.st_nlink, refuse))
         if st.st_mode & 0o022:
             raise MetricsError('%s is writable by group or others (mode %04o): another user could have written it. '
                                '%s' % (display, stat.S_IMODE(st.st_mode), refuse))
-        chunks, size = [], 0
-        while True:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            size += len(chunk)
-            if size > MAX_BYTES:
-                raise MetricsError('%s is larger than %d bytes: not written by aemops.os_tuning. %s'
-                                   % (display, MAX_BYTES, refuse))
-            chunks.append(chunk)
+        data = runstate.read_capped(fd, display, MAX_BYTES)
+    except MetricsError:
+        raise
+    except files.FileError as e:
+        raise MetricsError('%s %s' % (e, refuse))
     except OSError as e:
         raise MetricsError('cannot read %s: %s.' % (display, files.describe_os_error(e)))
     finally:
         os.close(fd)
-    data = b''.join(chunks)
     if not data:
         return None, st
     try:

@@ -98,7 +98,7 @@ def check_dir(full, display=None, owners=None):
     display = display or full
     st = os.lstat(full)
     if stat.S_ISLNK(st.st_mode):
-        _refuse(display, 'is a symbolic link (to %s), not a directory' % _readlink(full))
+        _refuse(display, 'is a symbolic link (to %s), not a directory' % link_target(full))
     if not stat.S_ISDIR(st.st_mode):
         _refuse(display, 'is not a directory')
     allowed = owners if owners is not None else (0, euid())
@@ -109,11 +109,18 @@ def check_dir(full, display=None, owners=None):
     return st
 
 
-def _readlink(path):
+def link_target(path):
+    """Where the symbolic link ``path`` points, for a message ('?' when it cannot be read)."""
     try:
         return os.readlink(path)
     except OSError:
         return '?'
+
+
+def owner_text(uid):
+    """'name (uid N)' for a message naming a file's owner."""
+    name = _user(uid)
+    return name if name == 'uid %d' % uid else '%s (uid %d)' % (name, uid)
 
 
 def run_dir(root='/', create=True):
@@ -183,7 +190,7 @@ def open_verified(full, display=None, flags=os.O_RDONLY, create=False):
         if e.errno == errno.ENOENT and not create:
             return None
         if e.errno == errno.ELOOP or (os.path.islink(full) and e.errno in (errno.EEXIST, errno.EMLINK)):
-            _refuse(display, 'is a symbolic link (to %s), not a regular file' % _readlink(full))
+            _refuse(display, 'is a symbolic link (to %s), not a regular file' % link_target(full))
         raise
     try:
         check_fd(fd, display)
@@ -201,12 +208,13 @@ def read_verified(full, display=None, max_bytes=MAX_JSON_BYTES):
     if fd is None:
         return None
     try:
-        return _read_capped(fd, display, max_bytes)
+        return read_capped(fd, display, max_bytes)
     finally:
         os.close(fd)
 
 
-def _read_capped(fd, display, max_bytes):
+def read_capped(fd, display, max_bytes):
+    """The bytes of the open file ``fd``, at most ``max_bytes`` (FileError naming ``display`` when larger)."""
     chunks, size = [], 0
     while True:
         chunk = os.read(fd, 65536)
@@ -384,7 +392,7 @@ def _read_regular(full, display, max_bytes):
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             raise FileError('%s is %s, not a regular file' % (display, _kind(mode)))
-        return _read_capped(fd, display, max_bytes)
+        return read_capped(fd, display, max_bytes)
     finally:
         os.close(fd)
 

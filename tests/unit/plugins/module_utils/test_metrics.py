@@ -421,6 +421,14 @@ def test_a_hard_linked_target_is_refused(root):
     refused(root, 'has 2 hard links')
 
 
+def test_a_target_larger_than_the_cap_is_refused_and_kept(root):
+    publish(root)
+    with open(full(root), 'a') as f:
+        f.write('#' * (metrics.MAX_BYTES + 1))
+    refused(root, 'is larger than %d bytes' % metrics.MAX_BYTES)
+    assert os.path.getsize(full(root)) > metrics.MAX_BYTES
+
+
 def test_another_users_file_is_refused(root):
     publish(root)
     os.chown(full(root), 4242, 4242)
