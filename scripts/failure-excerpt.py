@@ -129,6 +129,12 @@ def message(lines, i):
         return found.group(1)
     if text.rstrip().endswith('{'):
         return block_message(lines, i) or text
+    if '"msg": "' in text:
+        # One line of JSON that molecule's box wrapped over the next lines.
+        joined = ' '.join([text] + [unboxed(line) for line in lines[i + 1:i + 40]])
+        found = re.search(r'"msg": "((?:[^"\\]|\\.)*)"', joined)
+        if found:
+            return found.group(1)
     return text
 
 

@@ -158,6 +158,14 @@ def test_brief_reads_names_and_messages_that_molecule_wrapped():
     ]
 
 
+def test_brief_joins_a_one_line_result_that_molecule_wrapped():
+    text = (u'  \u2502 TASK [Refused: assert the message names the value and says nothing was\n'
+            u'  \u2502   changed] ***\n'
+            u'  \u2502 fatal: [aemvm]: FAILED! => {"changed": false, "msg": "Task failed:\n'
+            u'  \u2502   Conditional expressions must be strings."}\n')
+    assert brief(text)[-1] == 'said: Task failed: Conditional expressions must be strings.'
+
+
 def test_brief_names_the_exception_of_a_traceback():
     text = 'start\nTraceback (most recent call last):\n  File "x.py", line 1, in <module>\n    f()\nValueError: bad value\nmore\n'
     assert brief(text) == ['line 5: ValueError: bad value']
