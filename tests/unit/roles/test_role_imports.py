@@ -21,7 +21,7 @@ import re
 
 import pytest
 
-TASKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, os.pardir,
+TASKS = os.path.join(os.path.dirname(os.path.realpath(__file__)), os.pardir, os.pardir, os.pardir,
                      'roles', 'aem_tuning', 'tasks')
 IMPORT = re.compile(r'^\s*(?:ansible\.builtin\.)?(import_tasks|include_tasks):\s*(?P<target>.+?)\s*$')
 
