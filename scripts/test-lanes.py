@@ -78,7 +78,12 @@ class Lanes(object):
         self.say('worker %d: %s (log: %s)' % (worker, name, log))
         t0 = time.time()
         with open(log, 'wb') as out:
-            rc = subprocess.call(['make', name], stdout=out, stderr=subprocess.STDOUT)
+            # A standard input of its own (its own open file description): ssh sets O_NONBLOCK on the stdin
+            # it is given and can leave it so (killed by a timeout or its keepalive); on a /dev/null shared by
+            # every phase, each later ansible-* then refuses to start ("Ansible requires blocking IO ...
+            # <stdin>"), as molecule-syntax did at the end of the final run of stop 26.
+            with open(os.devnull) as stdin:
+                rc = subprocess.call(['make', name], stdin=stdin, stdout=out, stderr=subprocess.STDOUT)
         took = int(time.time() - t0)
         result = 'OK' if rc == 0 else 'FAILED'
         self.say('worker %d: %s: %s (%ds)' % (worker, name, result, took))

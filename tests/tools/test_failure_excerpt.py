@@ -209,3 +209,18 @@ def test_test_lanes_prints_the_cause_after_the_table(tmp_path):
     cause = [i for i, line in enumerate(lines) if line.startswith('==> cause of boom')]
     assert cause and cause[0] > table
     assert lines[-4:] == ['  | task: t', '  | said: the cause', 'FAILED phases: boom', 'phases: 1 passed, 1 failed']
+
+
+def test_test_lanes_gives_each_phase_its_own_stdin(tmp_path):
+    """A phase whose ssh leaves O_NONBLOCK on its stdin does not make the next phase's ansible refuse to start."""
+    check = 'import fcntl, os, sys; sys.exit(1 if fcntl.fcntl(0, fcntl.F_GETFL) & os.O_NONBLOCK else 0)'
+    poison = 'import fcntl, os; fcntl.fcntl(0, fcntl.F_SETFL, fcntl.fcntl(0, fcntl.F_GETFL) | os.O_NONBLOCK)'
+    (tmp_path / 'Makefile').write_text('poison:\n\t@%s -c "%s"\ncheck:\n\t@%s -c "%s"\n' % (sys.executable, poison, sys.executable, check))
+    os.symlink(SCRIPTS, str(tmp_path / 'scripts'))
+    env = dict(os.environ, AEMOPS_CI_LOGS=str(tmp_path / 'logs'), TEST_WORKERS='1')
+    env.pop('AEMOPS_CI_START', None)
+    with open(os.devnull) as shared:
+        proc = subprocess.run([sys.executable, os.path.join(SCRIPTS, 'test-lanes.py'), 'poison', 'check'],
+                              cwd=str(tmp_path), env=env, stdin=shared, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, check=False)
+    assert proc.returncode == 0, proc.stdout.decode()

@@ -3,6 +3,11 @@
 set -euo pipefail
 # shellcheck source=lib.sh source-path=SCRIPTDIR
 . "$(dirname "$0")/lib.sh"
+# ssh sets O_NONBLOCK on the standard input it is given and can leave it so when it is killed
+# (timeout, keepalive). An inherited /dev/null is one open file description shared with every
+# process of the run, and each later ansible-* would refuse to start ("Ansible requires blocking
+# IO ... <stdin>"): take a /dev/null of our own. A pipe or a file (vm.sh ssh 'python3 -' <x) stays.
+if [ -c /dev/stdin ] && [ ! -t 0 ]; then exec </dev/null; fi
 
 RUN=${AEMOPS_VM_RUN:-/tmp/aemops-vm}
 WAIT_TIMEOUT=${AEMOPS_VM_WAIT_TIMEOUT:-600}
