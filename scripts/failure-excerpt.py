@@ -11,7 +11,7 @@ tracebacks, make's errors), the newest last, at most MAX_LINES (default 120) in 
 colour codes. Run on the controller's system Python 3; no dependencies.
 
 --brief prints the cause in a few lines instead: the task (and the scenario step) that failed
-last, and its message, shortened. .ci/run prints it after the phase table, as the very last
+last, and its message, shortened; ansible-test's ERROR lines (the test and its issues). .ci/run prints it after the phase table, as the very last
 lines of the run, because CI shows only the last couple of dozen lines of a run: the long
 excerpt above the table is cut off there (the upgrade failure of stop 25 was lost that way).
 """
@@ -31,6 +31,7 @@ FATAL = re.compile(r'^[\s\u2502]*"?(fatal|failed): \[')
 MARKERS = [
     FATAL,
     re.compile(r'^(FAILED|ERROR) \S|^E {3}|^_{5,} .* _{5,}$'),   # pytest
+    re.compile(r'^ERROR: \S'),                                    # ansible-test
     re.compile(r'^Traceback \(most recent call last\)'),
     re.compile(r'\b(FAILED|ERROR|CRITICAL)\b|^make(\[\d+\])?: \*\*\*'),
 ]
@@ -164,6 +165,13 @@ def brief(lines):
         # The exception is the first line after the traceback that is not indented.
         end = next((j for j in range(i + 1, len(lines)) if lines[j][:1] not in ('', ' ')), i)
         return ['line %d: %s' % (end + 1, shorten(lines[end]))]
+    if lines[i].startswith('ERROR: '):
+        # ansible-test: 'Found N <test> issue(s)', then one line per issue, then the tests that failed.
+        shown = [j for j in found if lines[j].startswith('ERROR: ')]
+        out = ['line %d: %s' % (j + 1, shorten(lines[j])) for j in shown[:4]]
+        if len(shown) > 4:
+            out.append('(%d more ERROR lines)' % (len(shown) - 4))
+        return out
     if not FATAL.search(lines[i]):
         failed = [j for j in found if lines[j].startswith('FAILED ')]
         return ['line %d: %s' % (j + 1, shorten(lines[j])) for j in (failed[-3:] or [i])]

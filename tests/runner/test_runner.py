@@ -67,7 +67,7 @@ def runner_available():
     return True
 
 
-@pytest.fixture(scope='module', autouse=True)
+@pytest.fixture(scope='module')
 def prerequisites():
     need(os.geteuid() == 0, 'the role reads every process\'s open files: run as root')
     need(runner_available(), 'ansible-runner is not importable: make venv')
@@ -111,16 +111,66 @@ def strace_paths(line, cwd):
     return paths
 
 
+UNFINISHED = re.compile(r'^(?P<pid>\d+)\s+(?P<head>.*?)\s*<unfinished \.\.\.>$')
+RESUMED = re.compile(r'^(?P<pid>\d+)\s+<\.\.\. (?P<call>\w+) resumed>(?P<tail>.*)$')
+
+
+def whole_calls(lines):
+    """The calls of a ``strace -f`` log, each on one line. When two processes are in system calls at once,
+    strace writes the first as ``PID call(args <unfinished ...>`` and its end later as ``PID <... call resumed>
+    rest``; a chdir split so would otherwise be lost, and every relative path after it joined to the wrong
+    directory (CI once flagged ``<base>/tmp/remote`` for ``<base>/pdd/tmp/remote``)."""
+    pending = {}
+    for line in lines:
+        line = line.rstrip('\n')
+        m = UNFINISHED.match(line)
+        if m:
+            pending[m.group('pid')] = m.group('head')
+            continue
+        m = RESUMED.match(line)
+        if m:
+            head = pending.pop(m.group('pid'), None)
+            if head is not None and head.startswith(m.group('call') + '('):
+                yield '%s  %s%s' % (m.group('pid'), head, m.group('tail'))
+            continue
+        yield line
+
+
 def outside(trace, inside):
     """Paths written outside `inside` (the private data directory), apart from what ALLOWED names."""
     found, cwd = set(), {}
     with open(trace) as f:
-        for line in f:
+        for line in whole_calls(f):
             for path in strace_paths(line, cwd):
                 if path == inside or path.startswith(inside + os.sep) or ALLOWED.match(path):
                     continue
                 found.add(path)
     return sorted(found)
+
+
+def test_outside_reads_calls_that_strace_split(tmp_path):
+    """mkdir -p's walk down, as strace -f wrote it in a run of this test (pids and base shortened), with the
+    chdir into pdd and the mkdir of the remote temporary directory each split by another process's call."""
+    base = str(tmp_path)
+    trace = tmp_path / 'strace.txt'
+    trace.write_text('\n'.join([
+        '41  chdir("%s") = 0' % base,
+        '41  mkdir("pdd", 0777) = -1 EEXIST (File exists)',
+        '41  chdir("pdd" <unfinished ...>',
+        '42  openat(AT_FDCWD</>, "/etc/hosts", O_RDONLY|O_CLOEXEC) = 3</etc/hosts>',
+        '41  <... chdir resumed>) = 0',
+        '41  mkdir("tmp", 0777) = -1 EEXIST (File exists)',
+        '41  chdir("tmp") = 0',
+        '41  mkdir("remote", 0777 <unfinished ...>',
+        '42  close(3) = 0',
+        '41  <... mkdir resumed>) = 0',
+        '41  mkdir("%s/stray", 0700 <unfinished ...>' % base,
+        '43  mkdir("/run/lvm", 0700) = -1 EEXIST (File exists)',
+        '41  <... mkdir resumed>) = 0',
+    ]) + '\n')
+    assert outside(str(trace), os.path.join(base, 'pdd')) == [os.path.join(base, 'stray')]
+    pending = list(whole_calls(['7  chdir("a" <unfinished ...>', '7  <... chdir resumed>) = 0']))
+    assert pending == ['7  chdir("a") = 0']
 
 
 def untag(data):
@@ -277,6 +327,7 @@ def check_run(pdd, ident, proc, trace, reports):
     assert written == [], 'written outside the private data directory %s: %s' % (pdd, written)
 
 
+@pytest.mark.usefixtures('prerequisites')
 def test_runner_audit_216_reports_in_the_data_dir(tmp_path):
     pdd = data_dir(tmp_path, HOSTS, {'aem_tuning_mode': 'audit', 'aem_tuning_report_dir': str(tmp_path / 'pdd' / 'reports')})
     proc, trace = run_runner(pdd, 'audit-2.16')
@@ -284,6 +335,7 @@ def test_runner_audit_216_reports_in_the_data_dir(tmp_path):
     assert 'ansible-core 2.16' in core_version(pdd, 'audit-2.16')
 
 
+@pytest.mark.usefixtures('prerequisites')
 def test_runner_audit_newest_core_reports_off(tmp_path):
     need(os.path.exists(os.path.join(NEWEST, 'ansible-playbook')), 'no newest ansible-core in %s: make venv' % NEWEST)
     pdd = data_dir(tmp_path, HOSTS, {'aem_tuning_mode': 'audit', 'aem_tuning_reports': False})
@@ -304,6 +356,7 @@ def core_version(pdd, ident):
     return 'ansible-core %s' % version
 
 
+@pytest.mark.usefixtures('prerequisites')
 def test_summary_from_the_fact_cache_of_two_sliced_runs(tmp_path):
     """Two audits of two halves of one inventory (--limit), then playbooks/summary.yml: one summary of all four."""
     hosts = ['aem1', 'aem2', 'aem3', 'aem4']

@@ -39,12 +39,10 @@ def broken(node, where=''):
                 for item in value if isinstance(value, list) else [value]:
                     if not isinstance(item, (str, bool)):
                         yield '%s/%s: %r' % (where, key, item)
-            for found in broken(value, '%s/%s' % (where, key)):
-                yield found
+            yield from broken(value, '%s/%s' % (where, key))
     elif isinstance(node, list):
         for index, item in enumerate(node):
-            for found in broken(item, '%s[%d]' % (where, index)):
-                yield found
+            yield from broken(item, '%s[%d]' % (where, index))
 
 
 def test_there_are_files_to_check():

@@ -176,6 +176,22 @@ def test_brief_lists_the_last_pytest_failures_with_their_lines():
     assert brief(text) == ['line 1: FAILED tests/a.py::one - assert 1', 'line 2: FAILED tests/a.py::two - x']
 
 
+def test_brief_names_ansible_tests_issues_not_makes_error():
+    # scripts/sanity's shape (stop 25's CI showed only make's line for sanity-2.19).
+    text = ('Running sanity test "pylint"\n'
+            'ERROR: Found 2 pylint issue(s) which need to be resolved:\n'
+            "ERROR: tests/tools/t.py:42:12: use-yield-from: Use 'yield from'\n"
+            "ERROR: tests/tools/t.py:46:12: use-yield-from: Use 'yield from'\n"
+            'Running sanity test "shebang"\n'
+            'sanity[2.19]: FAILED (ansible-test exit code 1)\n'
+            'make: *** [Makefile:157: sanity-2.19] Error 1\n')
+    assert brief(text) == ['line 2: ERROR: Found 2 pylint issue(s) which need to be resolved:',
+                           "line 3: ERROR: tests/tools/t.py:42:12: use-yield-from: Use 'yield from'",
+                           "line 4: ERROR: tests/tools/t.py:46:12: use-yield-from: Use 'yield from'"]
+    many = ''.join('ERROR: issue %d\n' % n for n in range(7))
+    assert brief(many)[-1] == '(3 more ERROR lines)'
+
+
 def test_brief_without_a_marker_shows_the_last_line():
     assert brief('one\ntwo\n') == ['no failure marker in the log; its last line: two']
 
