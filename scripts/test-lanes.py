@@ -114,6 +114,10 @@ class Lanes(object):
         return self.rows
 
 
+# vm.sh collect's prefix for the console lines of a boot that stopped (its boot_trouble).
+TROUBLE = 'serial log, last boot:'
+
+
 def tail(path, count):
     try:
         with open(path, 'rb') as f:
@@ -123,17 +127,31 @@ def tail(path, count):
     return lines[-count:]
 
 
-def show_guest_logs(vm_logs, phase):
-    """The end of what `vm.sh collect` kept of each VM of a failed phase (molecule-X: vm/X*)."""
+def guest_dirs(vm_logs, phase):
+    """What `vm.sh collect` kept of each VM of a phase (molecule-X: vm/X and vm/X-*; run: vm/run)."""
     scenario = 'run' if phase == 'run' else phase[len('molecule-'):]
     try:
-        dirs = sorted(d for d in os.listdir(vm_logs) if d == scenario or d.startswith(scenario + '-'))
+        return sorted(d for d in os.listdir(vm_logs) if d == scenario or d.startswith(scenario + '-'))
     except OSError:
-        dirs = []
-    for d in dirs:
+        return []
+
+
+def boot_trouble(vm_logs, phase):
+    """The lines `vm.sh collect` put in status.txt for a boot that stopped (emergency mode, ...)."""
+    found = []
+    for d in guest_dirs(vm_logs, phase):
+        for line in tail(os.path.join(vm_logs, d, 'status.txt'), 20):
+            if line.startswith(TROUBLE):
+                found.append('%s: %s' % (d, line[len(TROUBLE):].strip()))
+    return found
+
+
+def show_guest_logs(vm_logs, phase):
+    """The end of what `vm.sh collect` kept of each VM of a failed phase."""
+    for d in guest_dirs(vm_logs, phase):
         path = os.path.join(vm_logs, d)
         print('    guest logs of %s (vm.sh collect): %s' % (d, path))
-        for name, count in (('status.txt', 3), ('tuned.log', 6), ('serial.log', 6)):
+        for name, count in (('status.txt', 12), ('tuned.log', 6), ('serial.log', 6)):
             for line in tail(os.path.join(path, name), count):
                 print('      %s| %s' % (name, line[:200]))
     sys.stdout.flush()
@@ -196,6 +214,9 @@ def main(argv):
         sys.stdout.flush()
         subprocess.call([sys.executable, 'scripts/failure-excerpt.py', '--brief',
                          os.path.join(logs, name + '.log')])
+        if needs_images(name):
+            for line in boot_trouble(os.path.join(logs, 'vm'), name):
+                print('  | guest console, %s' % line[:200])
     if failed:
         print('FAILED phases: %s' % ' '.join(failed))
         print('phases: %d passed, %d failed' % (ran - len(failed), len(failed)))
