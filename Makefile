@@ -253,13 +253,16 @@ vm-images: ## Build or reuse every VM image (bookworm and its grub variant, bull
 run: venv ## The main job: boot the VM preset (RHEL 8 on Nitro) and fix it with playbooks/migrate-aem.yml
 	scripts/run-demo
 
-.PHONY: bench bench-caps
+.PHONY: bench bench-caps bench-fleet
 bench: venv ## Measure on the VM: io_probe at 4096/128/32 KiB, role vs manual playbook, then bench-caps; writes bench/RESULTS.md
 	bench/run.sh
 	bench/caps.sh
 
 bench-caps: venv ## Only the plateau under EBS-like caps (BENCH_CAPS=gp3): MiB/s over time before/after the role, the sweep, charts
 	bench/caps.sh
+
+bench-fleet: venv ## The controller's cost of an audit of 50 and 200 local aliases (forks 20), against the role before issue 23; no VM
+	$(VENV)/bin/python bench/fleet.py
 
 .PHONY: build-test ee
 build-test: venv ## Build the tarball, install it elsewhere, use it by FQCN only (ansible-doc, syntax checks)

@@ -520,7 +520,16 @@ def render_context(doc):
         'costly_manual_tasks': costly_tasks(summary, 'manual'),
         'bar_module_executions': BAR_MODULE_EXECUTIONS,
         'caps': caps_context(doc['caps']) if doc.get('caps') else None,
+        'fleet': fleet_context(doc['fleet']) if doc.get('fleet') else None,
     }
+
+
+def fleet_context(fleet):
+    """make bench-fleet's part (bench/fleet.py measures and summarizes; here only the layout's inputs)."""
+    rows = sorted(fleet['runs'], key=lambda r: (r['hosts'], r['variant'] != 'baseline'))
+    return {'f': fleet, 'rows': rows, 's': fleet['summary'],
+            'ratios': [dict(hosts=int(n), **r) for n, r in sorted(fleet['summary']['ratio_tree_to_baseline'].items(),
+                                                                   key=lambda kv: int(kv[0]))]}
 
 
 def render(doc):

@@ -92,6 +92,9 @@ class CallbackModule(CallbackBase):
             'item': item,
             'loop_summary': loop_summary,
             'delegated_local': local,
+            'run_once': bool(task.run_once),
+            # A loop's own result (not its items') carries no _ansible_delegated_vars: the task says.
+            'delegate_to': task.delegate_to if isinstance(task.delegate_to, str) else None,
             'on_target': on_target,
         }
         if not item and start is not None:

@@ -1,0 +1,151 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Tests for bench/fleet.py (make bench-fleet) and its part of bench/RESULTS.md (controller side, no run).
+
+The callback lines are shaped like bench/callback_plugins/aemops_bench_count.py's: the baseline
+role's report block (delegated to localhost: a directory, a loop over two files whose own result
+carries no _ansible_delegated_vars, report.md) and this tree's one run_once report step.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir, 'bench')
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location('aemops_bench_' + name, os.path.join(BENCH, name + '.py'))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+fleet = _load('fleet')
+report = _load('report')
+
+
+def line(host, task, status='ok', item=False, delegated_local=False, delegate_to=None, run_once=False):
+    return json.dumps({'host': host, 'task': task, 'action': 'x', 'status': status, 'item': item,
+                       'delegated_local': delegated_local, 'delegate_to': delegate_to, 'run_once': run_once,
+                       'changed': False, 'loop_summary': False, 'on_target': False})
+
+
+def write(tmp_path, lines):
+    path = tmp_path / 'count.jsonl'
+    path.write_text('\n'.join(lines) + '\n')
+    return str(path)
+
+
+def baseline_lines(hosts):
+    out = []
+    for h in hosts:
+        out.append(line(h, 'Gather tuning facts'))
+        out.append(line(h, 'Create the report directory', delegated_local=True, delegate_to='localhost'))
+        # The loop's items say they were delegated; the loop's own result says only what the task says.
+        out.append(line(h, 'Write before.json and after.json', item=True, delegated_local=True, delegate_to='localhost'))
+        out.append(line(h, 'Write before.json and after.json', item=True, delegated_local=True, delegate_to='localhost'))
+        out.append(line(h, 'Write before.json and after.json', delegate_to='localhost'))
+        out.append(line(h, 'Write report.md', delegated_local=True, delegate_to='localhost'))
+        out.append(line(h, 'Draw the sweep', status='skipped', delegate_to='localhost'))
+        out.append(line(h, 'Audit verdict', status='failed'))
+    out.append(line(hosts[0], 'Write the fleet summary once', delegated_local=True, delegate_to='localhost', run_once=True))
+    return out
+
+
+def test_the_baselines_report_block_costs_three_controller_tasks_per_host(tmp_path):
+    hosts = ['aem001', 'aem002']
+    counted = fleet.count_tasks(write(tmp_path, baseline_lines(hosts)), hosts)
+    assert counted['controller_tasks_per_host'] == 3.0
+    assert counted['task_results_per_host'] == 5.0
+    assert counted['controller_tasks'] == ['Create the report directory', 'Write before.json and after.json',
+                                           'Write report.md']
+    assert counted['run_once_tasks'] == ['Write the fleet summary once']
+    assert counted['failed_tasks'] == ['Audit verdict']
+    assert counted['hosts_seen'] == 2
+
+
+def test_one_run_once_report_step_is_no_per_host_cost(tmp_path):
+    hosts = ['aem001', 'aem002', 'aem003']
+    lines = [line(h, 'Gather tuning facts') for h in hosts]
+    lines.append(line('aem001', 'Write the reports for the play', delegated_local=True, delegate_to='localhost',
+                      run_once=True))
+    counted = fleet.count_tasks(write(tmp_path, lines), hosts)
+    assert counted['controller_tasks_per_host'] == 0.0
+    assert counted['run_once_tasks'] == ['Write the reports for the play']
+
+
+def test_fit_is_least_squares():
+    assert fleet.fit([(50, 110.0), (200, 410.0)]) == pytest.approx((10.0, 2.0))
+    assert fleet.fit([(1, 3.0), (2, 5.0), (3, 7.5)]) == pytest.approx((0.6666667, 2.25))
+
+
+def run(variant, hosts, wall, tasks, rss=200.0):
+    cpu = wall * 1.6
+    return {'variant': variant, 'hosts': hosts, 'wall_s': wall, 'per_host_s': wall / hosts, 'rc': 2,
+            'cpu_s': cpu, 'cpu_per_host_s': cpu / hosts, 'load_1min_after': 2.0,
+            'controller_tasks_per_host': tasks, 'task_results_per_host': 20.0, 'peak_rss_mib': rss,
+            'controller_tasks': ['Write report.md'] if tasks else [], 'run_once_tasks': ['Write the reports'],
+            'failed_tasks': ['Audit verdict'], 'hosts_seen': hosts}
+
+
+RUNS = [run('baseline', 50, 400.0, 3.0, 400.0), run('tree', 50, 150.0, 0.0, 300.0),
+        run('tree', 200, 580.0, 0.0, 330.0), run('baseline', 200, 1700.0, 3.0, 420.0)]
+
+
+def test_summary_ratios_and_goals():
+    s = fleet.summarize(RUNS, [50, 200])
+    assert s['tree']['fit_per_host_s'] == pytest.approx(2.867, abs=0.001)
+    assert s['tree']['per_host_growth'] == pytest.approx(-0.033, abs=0.001)
+    assert s['baseline']['per_host_growth'] == pytest.approx(0.062, abs=0.001)
+    assert s['tree']['fit_cpu_per_host_s'] == pytest.approx(4.587, abs=0.001)
+    assert s['tree']['cpu_per_host_growth'] == pytest.approx(-0.033, abs=0.001)
+    assert s['ratio_tree_to_baseline']['200'] == {'wall_s': 0.34, 'cpu_s': 0.34, 'peak_rss_mib': 0.79,
+                                                  'controller_tasks_per_host': 0.0}
+    assert [g['met'] for g in s['goals']] == [True, True, True]
+    # The load doubles the wall time of the large run, not its CPU time.
+    loaded = fleet.summarize([dict(r, wall_s=r['wall_s'] * (1.5 if r['hosts'] == 200 else 1),
+                                   per_host_s=r['per_host_s'] * (1.5 if r['hosts'] == 200 else 1)) for r in RUNS],
+                             [50, 200])
+    assert [g['met'] for g in loaded['goals']] == [True, True, False]
+    grown = fleet.summarize([dict(r, cpu_s=r['cpu_s'] * (1.5 if r['hosts'] == 200 else 1),
+                                  cpu_per_host_s=r['cpu_per_host_s'] * (1.5 if r['hosts'] == 200 else 1)) for r in RUNS],
+                            [50, 200])
+    assert [g['met'] for g in grown['goals']] == [True, False, True]
+
+
+def test_a_baseline_at_one_size_gives_ratios_there_and_no_growth():
+    runs = [r for r in RUNS if not (r['variant'] == 'baseline' and r['hosts'] == 200)]
+    s = fleet.summarize(runs, [50, 200])
+    assert s['baseline']['fit_per_host_s'] is None and s['baseline']['cpu_per_host_growth'] is None
+    assert list(s['ratio_tree_to_baseline']) == ['50']
+    assert [g['met'] for g in s['goals']] == [True, True, True]
+
+
+def test_results_md_has_the_fleet_section():
+    with open(os.path.join(BENCH, 'results.json')) as f:
+        doc = json.load(f)
+    doc['fleet'] = {'started': '2026-12-03 08:40 UTC', 'forks': 20, 'sizes': [50, 200], 'baseline_sizes': [50, 200],
+                    'cpus': 2,
+                    'load_1min_at_start': 0.5, 'ansible_core': 'ansible-playbook [core 2.16.14]',
+                    'baseline': {'ref': '1e379f6', 'commit': '1e379f644d82d9fb93a77dec465065c078780ca9'},
+                    'tree': {'commit': 'bf8ac95' + '0' * 33, 'dirty': False},
+                    'runs': RUNS, 'summary': fleet.summarize(RUNS, [50, 200])}
+    text = report.render(doc)
+    section = text[text.index('## Fleet'):]
+    assert '| baseline | 50 | 400.0 | 8.000 | 12.800 | 20.0 | 3.00 | 400.0 | 2 |' in section
+    assert '| this tree | 200 | 580.0 | 2.900 | 4.640 | 20.0 | 0.00 | 330.0 | 2 |' in section
+    assert 'At 200 hosts, this tree against the baseline: wall time 0.34x' in section
+    assert 'at most 1: 0.0, **met**' in section
+    assert 'charts/fleet.png' in section
+    assert 'Growth of this tree (least squares over 50 and 200 hosts): wall time 2.867 s per host' in section
+    assert 'its growth is not measured here' not in section
