@@ -165,13 +165,13 @@ def count_tasks(path, hosts):
     top = [r for r in records if not r['item']]
     per_host = [r for r in top if not r.get('run_once') and r['status'] != 'skipped']
     delegated = [r for r in per_host if r['delegated_local'] or r.get('delegate_to') in CONTROLLER_NAMES]
-    once = set((r['task'], r['action']) for r in top if r.get('run_once') and r['status'] != 'skipped')
+    once = set(r['task'] for r in top if r.get('run_once') and r['status'] != 'skipped')
     failed = sorted(set(r['task'] for r in top if r['status'] == 'failed'))
     return {
         'task_results_per_host': round(len(per_host) / float(len(hosts)), 2),
         'controller_tasks_per_host': round(len(delegated) / float(len(hosts)), 2),
         'controller_tasks': sorted(set(r['task'] for r in delegated)),
-        'run_once_tasks': sorted(t for t, _ in once),
+        'run_once_tasks': sorted(once),
         'failed_tasks': failed,
         'hosts_seen': len(set(r['host'] for r in per_host)),
     }
@@ -253,7 +253,7 @@ def chart(doc, path):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n', maxsplit=1)[0])
     parser.add_argument('--sizes', default=os.environ.get('BENCH_FLEET_SIZES', '50,200'))
     parser.add_argument('--forks', type=int, default=int(os.environ.get('BENCH_FLEET_FORKS', '20')))
     parser.add_argument('--baseline', default=os.environ.get('BENCH_FLEET_BASELINE', DEFAULT_BASELINE))
