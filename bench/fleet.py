@@ -43,6 +43,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -275,7 +276,16 @@ def main(argv):
         shutil.rmtree(args.raw)
     os.makedirs(args.raw)
     baseline_commit = git('rev-parse', args.baseline + '^{commit}')
-    base_tree = export_tree(baseline_commit, os.path.join(args.raw, 'baseline-tree'))
+    # Outside the checkout (linters walk bench/raw), and removed at the end.
+    scratch = tempfile.mkdtemp(prefix='aemops-fleet-')
+    try:
+        base_tree = export_tree(baseline_commit, os.path.join(scratch, 'baseline-tree'))
+        return measure(args, sizes, base_sizes, baseline_commit, base_tree, ansible_playbook)
+    finally:
+        shutil.rmtree(scratch)
+
+
+def measure(args, sizes, base_sizes, baseline_commit, base_tree, ansible_playbook):
     dirty = git('status', '--porcelain', '--', 'plugins', 'roles', 'playbooks')
     doc = {
         'started': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
