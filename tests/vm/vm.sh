@@ -110,7 +110,9 @@ vssh() { ssh -F "$RUN/ssh_config" aemvm "$@"; }
 # What the console said about a boot that does not come up, from the serial log's last boot
 # (after its last "Linux version"), without colours, at most 6 lines: emergency or rescue mode
 # and why (a device that timed out, a failed dependency), a panic, initramfs's shell.
-BOOT_TROUBLE='emergency mode|rescue mode|Timed out waiting for device|Dependency failed for|Kernel panic|ALERT!|dropping to a shell|Give root password'
+# BOOT_STOPPED: the lines that say the boot will not reach sshd (cmd_wait gives up on them).
+BOOT_STOPPED='emergency mode|rescue mode|Kernel panic|dropping to a shell'
+BOOT_TROUBLE="$BOOT_STOPPED|Timed out waiting for device|Dependency failed for|ALERT!|Give root password"
 boot_trouble() { # SERIAL_LOG
 	[ -r "$1" ] || return 0
 	awk -v pat="$BOOT_TROUBLE" '
@@ -269,7 +271,7 @@ cmd_wait() {
 	until last=$(vssh true 2>&1); do
 		pid_alive || { tail -30 "$RUN/serial.log" >&2; die "waiting for ssh: qemu is not running (serial log above)"; }
 		# A guest in emergency mode never starts sshd: say so now, not after the timeout.
-		if trouble=$(boot_trouble "$RUN/serial.log") && grep -qE 'emergency mode|rescue mode|Kernel panic|dropping to a shell' <<<"$trouble"; then
+		if trouble=$(boot_trouble "$RUN/serial.log") && grep -qE "$BOOT_STOPPED" <<<"$trouble"; then
 			die "waiting for ssh: the guest's console says it will not come up: $(paste -sd'|' <<<"$trouble") ($RUN/serial.log)"
 		fi
 		if [ $(($(date +%s) - start)) -ge "$timeout" ]; then
