@@ -47,6 +47,10 @@ CONTROLLER_ACTIONS = frozenset([
 ])
 
 
+# The names the role's report tasks delegate to: the controller, whose connection is local.
+CONTROLLER_NAMES = ('localhost', '127.0.0.1')
+
+
 def short_action(action):
     """``ansible.builtin.set_fact`` and ``ansible.legacy.set_fact`` -> ``set_fact``; collection modules keep their name."""
     for prefix in ('ansible.builtin.', 'ansible.legacy.'):
@@ -79,7 +83,9 @@ class CallbackModule(CallbackBase):
         task = result._task
         action = short_action(task.action)
         delegated = result._result.get('_ansible_delegated_vars') or {}
-        local = delegated.get('ansible_connection') in ('local', 'ansible.builtin.local')
+        # A loop's own result (not its items') carries no _ansible_delegated_vars: the task says.
+        local = (delegated.get('ansible_connection') in ('local', 'ansible.builtin.local')
+                 or (not delegated and task.delegate_to in CONTROLLER_NAMES))
         loop_summary = not item and isinstance(result._result.get('results'), list)
         on_target = status != 'skipped' and action not in CONTROLLER_ACTIONS and not local and not loop_summary
         start = self._started.get((result._host.get_name(), task._uuid))
@@ -93,8 +99,6 @@ class CallbackModule(CallbackBase):
             'loop_summary': loop_summary,
             'delegated_local': local,
             'run_once': bool(task.run_once),
-            # A loop's own result (not its items') carries no _ansible_delegated_vars: the task says.
-            'delegate_to': task.delegate_to if isinstance(task.delegate_to, str) else None,
             'on_target': on_target,
         }
         if not item and start is not None:

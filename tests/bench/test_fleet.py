@@ -6,8 +6,8 @@
 """Tests for bench/fleet.py (make bench-fleet) and its part of bench/RESULTS.md (controller side, no run).
 
 The callback lines are shaped like bench/callback_plugins/aemops_bench_count.py's: the baseline
-role's report block (delegated to localhost: a directory, a loop over two files whose own result
-carries no _ansible_delegated_vars, report.md) and this tree's one run_once report step.
+role's report block (delegated to localhost: a directory, a loop over two files, report.md) and
+this tree's one run_once report step.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -34,9 +34,9 @@ fleet = _load('fleet')
 report = _load('report')
 
 
-def line(host, task, status='ok', item=False, delegated_local=False, delegate_to=None, run_once=False):
+def line(host, task, status='ok', item=False, delegated_local=False, run_once=False):
     return json.dumps({'host': host, 'task': task, 'action': 'x', 'status': status, 'item': item,
-                       'delegated_local': delegated_local, 'delegate_to': delegate_to, 'run_once': run_once,
+                       'delegated_local': delegated_local, 'run_once': run_once,
                        'changed': False, 'loop_summary': False, 'on_target': False})
 
 
@@ -50,15 +50,15 @@ def baseline_lines(hosts):
     out = []
     for h in hosts:
         out.append(line(h, 'Gather tuning facts'))
-        out.append(line(h, 'Create the report directory', delegated_local=True, delegate_to='localhost'))
-        # The loop's items say they were delegated; the loop's own result says only what the task says.
-        out.append(line(h, 'Write before.json and after.json', item=True, delegated_local=True, delegate_to='localhost'))
-        out.append(line(h, 'Write before.json and after.json', item=True, delegated_local=True, delegate_to='localhost'))
-        out.append(line(h, 'Write before.json and after.json', delegate_to='localhost'))
-        out.append(line(h, 'Write report.md', delegated_local=True, delegate_to='localhost'))
-        out.append(line(h, 'Draw the sweep', status='skipped', delegate_to='localhost'))
+        out.append(line(h, 'Create the report directory', delegated_local=True))
+        # A loop: its two items and its own result (the callback takes the last's delegation from the task).
+        out.append(line(h, 'Write before.json and after.json', item=True, delegated_local=True))
+        out.append(line(h, 'Write before.json and after.json', item=True, delegated_local=True))
+        out.append(line(h, 'Write before.json and after.json', delegated_local=True))
+        out.append(line(h, 'Write report.md', delegated_local=True))
+        out.append(line(h, 'Draw the sweep', status='skipped'))
         out.append(line(h, 'Audit verdict', status='failed'))
-    out.append(line(hosts[0], 'Write the fleet summary once', delegated_local=True, delegate_to='localhost', run_once=True))
+    out.append(line(hosts[0], 'Write the fleet summary once', delegated_local=True, run_once=True))
     return out
 
 
@@ -77,7 +77,7 @@ def test_the_baselines_report_block_costs_three_controller_tasks_per_host(tmp_pa
 def test_one_run_once_report_step_is_no_per_host_cost(tmp_path):
     hosts = ['aem001', 'aem002', 'aem003']
     lines = [line(h, 'Gather tuning facts') for h in hosts]
-    lines.append(line('aem001', 'Write the reports for the play', delegated_local=True, delegate_to='localhost',
+    lines.append(line('aem001', 'Write the reports for the play', delegated_local=True,
                       run_once=True))
     counted = fleet.count_tasks(write(tmp_path, lines), hosts)
     assert counted['controller_tasks_per_host'] == 0.0
