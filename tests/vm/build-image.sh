@@ -146,7 +146,7 @@ packages=$(grep -v '^[[:space:]]*\(#\|$\)' "$packages_file" | paste -sd,)
 ROOT_UUID=$(cat /proc/sys/kernel/random/uuid)
 PYENV_SRC=$VM_PYENV_ROOT
 PYTHONS=$VM_PYTHONS
-export ROOT_UUID PYENV_SRC PYTHONS TUNED_PRESET
+export ROOT_UUID PYENV_SRC PYTHONS TUNED_PRESET VM_APPEND_TCG
 # bullseye: merged /usr, as the Debian installer sets it up for bullseye (trixie
 # requires it; bookworm's own packages already merge it).
 # Only the symlinks (the debootstrap way): the hook dir's essential step wants

@@ -26,17 +26,6 @@ VM_IOOPT_OPT_IO_SIZE=4194304
 VM_IOOPT_SLOT=0x07
 VM_IOOPT_DISK_SIZE=1G
 
-# Under TCG only, the direct kernel boot adds these to the kernel command line, to spend less of
-# the emulated CPU on what no scenario tests. Measured with the bookworm image on the 2-core
-# machine, alone (docs/testing.md, "Where the time goes"): boot to tuned 41.7 -> 32.5 s, ten
-# python3 starts 5.5 -> 3.6 s. With two vCPUs the guest marks the TSC unstable and falls back to
-# the HPET, whose every read is emulated MMIO with no vDSO path (clock_gettime becomes a
-# syscall and a trap into QEMU); tsc=reliable keeps the TSC, which TCG derives from one host
-# clock for every vCPU. mitigations=off drops retpolines and buffer clears that only cost time
-# in an emulated CPU. Neither touches read-ahead, THP, tuned, udev or the block layer. The
-# grub boots (cmdline, upgrade) keep the image's own command line: it is what they test.
-# Here and not in lib.sh: lib.sh is an input of the image's cache key, and this is no part of it.
-VM_APPEND_TCG="tsc=reliable clocksource=tsc mitigations=off"
 
 usage() {
 	cat <<EOF
@@ -158,10 +147,6 @@ run_boot() { # kernel or grub; run dirs from before the grub variant have no boo
 	cat "$RUN/boot" 2>/dev/null || echo kernel
 }
 
-kernel_append() { # ACCEL: the direct kernel boot's command line (unused by a grub boot)
-	if [ "$1" = tcg ]; then echo "$VM_APPEND $VM_APPEND_TCG"; else echo "$VM_APPEND"; fi
-}
-
 start_qemu() { # starts qemu in the background using $RUN state
 	local image accel order boot kdir args try port
 	image=$(cat "$RUN/image") accel=$(cat "$RUN/accel") order=$(cat "$RUN/nvme-order")
@@ -172,7 +157,7 @@ start_qemu() { # starts qemu in the background using $RUN state
 		port=$(cat "$RUN/port" 2>/dev/null || true)
 		[ -n "$port" ] || { port=$(free_port); echo "$port" >"$RUN/port"; }
 		mapfile -t args < <(AEMOPS_VM_NVME_CAPS=$(cat "$RUN/nvme-caps" 2>/dev/null || echo none) \
-			vm_qemu_args "$RUN/disks" "$kdir" "$accel" "$order" "$RUN/serial.log" "$(kernel_append "$accel")"
+			vm_qemu_args "$RUN/disks" "$kdir" "$accel" "$order" "$RUN/serial.log"
 			ioopt_qemu_args)
 		echo "=== qemu start $(date +%T) boot=$boot accel=$accel nvme-order=$order port=$port" >>"$RUN/serial.log"
 		if qemu-system-x86_64 "${args[@]}" \

@@ -4,6 +4,7 @@
 #   ROOT_UUID  UUID of the ext4 root file system
 #   PYENV_SRC  host pyenv root;  PYTHONS  versions to copy ("2.7.18 3.6.15")
 #   TUNED_PRESET  throughput-performance (bookworm) or auto (bullseye: tuned picks)
+#   VM_APPEND_TCG  the emulation's kernel arguments (lib.sh), for the grub boots' drop-in
 set -euo pipefail
 root=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -44,6 +45,13 @@ for want in 'GRUB_TIMEOUT=0' 'GRUB_CMDLINE_LINUX=""' 'GRUB_CMDLINE_LINUX_DEFAULT
 	'GRUB_TERMINAL=serial'; do
 	grep -qx "$want" "$grub" || { echo "customize: $grub lacks $want" >&2; cat "$grub" >&2; exit 1; }
 done
+# The emulation's arguments for the grub boots (lib.sh, VM_APPEND_TCG), in a drop-in that
+# grub-mkconfig sources after /etc/default/grub (Debian's grub2, since 2.02), so that the file
+# the collection edits keeps Debian's text. No package owns it: release upgrades keep it.
+mkdir -p "$root/etc/default/grub.d"
+# shellcheck disable=SC2016 # $GRUB_CMDLINE_LINUX_DEFAULT is grub-mkconfig's to expand
+printf '# aemops test image: kernel arguments for emulation (tests/vm/lib.sh, VM_APPEND_TCG)\nGRUB_CMDLINE_LINUX_DEFAULT="$GRUB_CMDLINE_LINUX_DEFAULT %s"\n' \
+	"${VM_APPEND_TCG:?}" >"$root/etc/default/grub.d/50-aemops-emulation.cfg"
 [ ! -e "$root/boot/grub/grub.cfg" ] || { echo "customize: grub.cfg must not exist in the default image" >&2; exit 1; }
 
 chroot "$root" systemctl enable -q systemd-networkd ssh tuned \
