@@ -40,6 +40,8 @@ BEFORE, AFTER = 25, 35
 TASK = re.compile(r'^[\s\u2502"]*(TASK|RUNNING HANDLER) \[(?P<name>[^\]]*)(?P<end>\])?')
 PLAY = re.compile(r'^[\s\u2502"]*PLAY \[(?P<name>[^\]]*)(?P<end>\])?')
 BRIEF_WIDTH = 300
+# The harness's own failure line (tests/vm/lib.sh die: '[vm 12:34:56] error: ...').
+HARNESS_ERROR = re.compile(r'^\[vm [0-9:]+\] error: ')
 
 
 def ignored(lines, i):
@@ -139,6 +141,21 @@ def message(lines, i):
     return text
 
 
+def printed(lines):
+    """The lines a debug task printed as its msg list (``ok: [...] => {"msg": [...]}``), whole again
+    where molecule's box wrapped them; else each quoted line as it stands."""
+    joined = ' '.join(unboxed(line) for line in lines)
+    found = re.search(r'"msg": (\[.*\])\s*\}', joined)
+    if found:
+        try:
+            items = json.loads(found.group(1))
+        except ValueError:
+            items = None
+        if isinstance(items, list):
+            return [item for item in items if isinstance(item, str) and item.strip()]
+    return [line for line in (unquote(line) for line in lines if not top_level(line)) if line.strip()]
+
+
 def top_level(line):
     return not line.lstrip(' \u2502').startswith('"')
 
@@ -189,10 +206,14 @@ def brief(lines):
         j = nested[-1]
         out.append('nested task: %s' % enclosing(lines, j, TASK)[1])
         out.append('nested said: ' + shorten(message(lines, j)))
-    elif shown_at >= 0 and 'output above' in lines[i]:
+    elif shown_at >= 0 and 'output above' in message(lines, i):
         # Not an Ansible run (tests/vm/vm.sh, upgrade.sh): the end of what it printed.
-        said = [unquote(line) for line in lines[shown_at + 1:task_at] if not top_level(line)]
-        said = [line for line in said if line.strip()]
+        said = printed(lines[shown_at + 1:task_at])
+        # vm.sh and upgrade.sh die with '[vm HH:MM:SS] error: ...' and may print a log's tail
+        # after it: that line is the cause, not the tail.
+        errors = [line for line in said[:-2] if HARNESS_ERROR.search(line)]
+        if errors:
+            out.append('its last error: ' + shorten(errors[-1]))
         if said:
             out.append('its output ends: ' + shorten(' / '.join(said[-2:])))
     return out

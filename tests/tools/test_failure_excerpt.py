@@ -69,6 +69,42 @@ TASK [Fail if this failed: reboot on trixie] ***********************************
 fatal: [localhost]: FAILED! => {"changed": false, "msg": "reboot on trixie: exit code 1 (output above)"}
 '''
 
+# The shape of a real failure (a clean-clone run of bf8ac95, 2026-12-03, molecule-upgrade): the
+# step's output inside molecule's box, its error line wrapped over several lines.
+HARNESS_WRAPPED = """\
+  \u2502 TASK [Output of: backout on trixie, wait after its reboot]
+  \u2502   *********************
+  \u2502 ok: [localhost] => {
+  \u2502     "msg": [
+  \u2502         "[vm 08:29:49] guest is degraded, failed units: tuned.service",
+  \u2502         "[vm 08:39:49] error: waiting for tuned's 'static tuning from
+  \u2502   profile ... applied' after its last 'starting tuning': not seen after
+  \u2502   600s; tuned is failed"
+  \u2502     ]
+  \u2502 }
+  \u2502
+  \u2502 TASK [Fail if this failed: backout on trixie, wait after its reboot]
+  \u2502   ***
+  \u2502 fatal: [localhost]: FAILED! => {"changed": false, "msg": "backout on
+  \u2502   trixie, wait after its reboot: exit code 1 (output above)"}
+"""
+
+# vm.sh dies, then the step prints the serial log's last lines after its error line.
+HARNESS_ERROR_THEN_TAIL = '''\
+TASK [Output of: reboot on trixie] *********************************************
+ok: [localhost] => {
+    "msg": [
+        "[vm 10:01:02] waiting for ssh",
+        "[vm 10:06:02] error: the guest stopped booting: emergency mode",
+        "serial log: [  OK  ] Reached target emergency.target",
+        "serial log: You are in emergency mode."
+    ]
+}
+
+TASK [Fail if this failed: reboot on trixie] ***********************************
+fatal: [localhost]: FAILED! => {"changed": false, "msg": "reboot on trixie: exit code 1 (output above)"}
+'''
+
 IGNORED_ONLY_THEN_ASSERT = '''\
 PLAY [Compare with the bullseye baseline] **************************************
 
@@ -121,6 +157,22 @@ def test_brief_ends_with_what_a_harness_step_printed_last():
     assert out[0] == 'task: Fail if this failed: reboot on trixie'
     assert out[-1] == ('its output ends: vm.sh: waiting for ssh / vm.sh: timed out after 300 s waiting for: '
                        'ssh answers; last seen: connection refused')
+
+
+def test_brief_rejoins_a_harness_line_that_molecule_wrapped():
+    out = brief(HARNESS_WRAPPED)
+    assert out[0] == 'task: Fail if this failed: backout on trixie, wait after its reboot'
+    assert out[-1] == ("its output ends: [vm 08:29:49] guest is degraded, failed units: tuned.service / "
+                       "[vm 08:39:49] error: waiting for tuned's 'static tuning from profile ... applied' "
+                       "after its last 'starting tuning': not seen after 600s; tuned is failed")
+
+
+def test_brief_names_the_harness_error_above_the_tail_it_printed():
+    out = brief(HARNESS_ERROR_THEN_TAIL)
+    assert out[-2:] == [
+        'its last error: [vm 10:06:02] error: the guest stopped booting: emergency mode',
+        'its output ends: serial log: [ OK ] Reached target emergency.target / serial log: You are in emergency mode.',
+    ]
 
 
 def test_brief_skips_ignored_failures_and_colour():
