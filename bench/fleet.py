@@ -21,13 +21,19 @@ Measured per run:
   every process under it (its forks and their module processes), sampled every 0.2 s;
 - the exit code and the failed tasks (the audit of an untuned host fails on its verdict).
 
+A third variant, the control, is ansible-core alone on the same inventory: one play that gathers
+the min subset, as migrate-aem.yml's pre play does, then CONTROL_TASKS debug tasks, so that it has
+as many task results per host as this tree's audit and no role. What the engine itself adds per
+host as N grows (its per-task work over every host of the play) shows there, and the summary
+gives this tree's growth with the control's taken out.
+
 The growth fits are least-squares lines of wall and CPU time over N: seconds per host and a fixed part.
 Writes the runs and their summary into bench/results.json as "fleet" (beside make bench's own
 parts), renders bench/RESULTS.md (bench/report.py render) and draws bench/charts/fleet.png. Each
 run's inventory, ansible output and task records stay in bench/raw/fleet (not committed).
 
 usage: python bench/fleet.py [--sizes 50,200] [--forks 20] [--baseline REF] [--baseline-sizes 50]
-                             [--raw DIR] [--no-render]
+                             [--no-control] [--raw DIR] [--no-render]
 """
 
 from __future__ import absolute_import, division, print_function
@@ -55,6 +61,10 @@ DEFAULT_BASELINE = '1e379f6'
 # time per host that does not grow with N (here: within this share from the smallest N to the largest).
 GOAL_TASKS_PER_HOST = 1
 GOAL_GROWTH = 0.10
+# The control's debug tasks: with its fact gathering, 17 task results per host, as this tree's audit
+# has (bench/RESULTS.md shows both counts side by side).
+CONTROL_TASKS = 16
+VARIANTS = ('baseline', 'tree', 'control')
 
 
 def fail(msg):
@@ -105,7 +115,17 @@ def tree_rss_kib(root_pid):
     return total
 
 
-def run_once_audit(tree, rundir, hosts, forks, ansible_playbook):
+def control_playbook(path):
+    """ansible-core alone: the pre play's fact gathering, then CONTROL_TASKS debug tasks, no role."""
+    tasks = ''.join('    - name: Control task %d\n      ansible.builtin.debug:\n        msg: "{{ inventory_hostname }}"\n'
+                    % (i + 1) for i in range(CONTROL_TASKS))
+    with open(path, 'w') as f:
+        f.write('---\n- name: Control - ansible-core alone, as many task results per host as the audit\n'
+                '  hosts: aem\n  gather_facts: true\n  gather_subset: [min]\n  tasks:\n' + tasks)
+    return path
+
+
+def run_once_audit(tree, rundir, hosts, forks, ansible_playbook, control=False):
     os.makedirs(os.path.join(rundir, 'collections', 'ansible_collections', 'aemops'))
     os.symlink(tree, os.path.join(rundir, 'collections', 'ansible_collections', 'aemops', 'os_tuning'))
     repo = os.path.join(rundir, 'repo')
@@ -130,9 +150,13 @@ def run_once_audit(tree, rundir, hosts, forks, ansible_playbook):
         'TMPDIR': os.path.join(rundir, 'tmp'),
     })
     os.makedirs(os.path.join(rundir, 'tmp'))
-    argv = [ansible_playbook, '-i', inventory, os.path.join(tree, 'playbooks', 'migrate-aem.yml'),
-            '--tags', 'pre', '-f', str(forks), '-e', 'aem_tuning_mode=audit',
-            '-e', 'aem_tuning_report_dir=' + os.path.join(rundir, 'reports')]
+    if control:
+        argv = [ansible_playbook, '-i', inventory, control_playbook(os.path.join(rundir, 'control.yml')),
+                '-f', str(forks)]
+    else:
+        argv = [ansible_playbook, '-i', inventory, os.path.join(tree, 'playbooks', 'migrate-aem.yml'),
+                '--tags', 'pre', '-f', str(forks), '-e', 'aem_tuning_mode=audit',
+                '-e', 'aem_tuning_report_dir=' + os.path.join(rundir, 'reports')]
     peak = [0]
     with open(os.path.join(rundir, 'ansible.log'), 'w') as log:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -205,8 +229,10 @@ def growth(rows):
 
 
 def summarize(runs, sizes):
-    out = dict((variant, growth([r for r in runs if r['variant'] == variant])) for variant in ('baseline', 'tree'))
+    out = dict((variant, growth([r for r in runs if r['variant'] == variant]))
+               for variant in VARIANTS if any(r['variant'] == variant for r in runs))
     tree = out['tree']
+    out['tree_beyond_control'] = beyond_control(runs)
     out['ratio_tree_to_baseline'] = dict(
         ('%d' % n, {
             'wall_s': round(t['wall_s'] / b['wall_s'], 2),
@@ -226,6 +252,31 @@ def summarize(runs, sizes):
         {'what': 'growth of the wall time per host from %d to %d hosts' % (sizes[0], sizes[-1]), 'limit': GOAL_GROWTH,
          'value': tree['per_host_growth'], 'met': tree['per_host_growth'] <= GOAL_GROWTH},
     ]
+    net = out['tree_beyond_control']
+    if net:
+        out['goals'].append(
+            {'what': "growth of the CPU time per host from %d to %d hosts beyond ansible-core's own (the control's)"
+                     % (sizes[0], sizes[-1]), 'limit': GOAL_GROWTH,
+             'value': net['cpu_per_host_growth'], 'met': net['cpu_per_host_growth'] <= GOAL_GROWTH})
+    return out
+
+
+def beyond_control(runs):
+    """This tree's growth per host from the fewest hosts to the most, less the control's, as a share of
+    this tree's time per host at the fewest: None without a control at both ends."""
+    def ends(variant):
+        rows = sorted((r for r in runs if r['variant'] == variant), key=lambda r: r['hosts'])
+        return (rows[0], rows[-1]) if len(rows) > 1 else None
+    tree, control = ends('tree'), ends('control')
+    if not tree or not control or [r['hosts'] for r in tree] != [r['hosts'] for r in control]:
+        return None
+    out = {'sizes': [r['hosts'] for r in tree]}
+    for key, name in (('cpu_per_host_s', 'cpu_per_host_growth'), ('per_host_s', 'per_host_growth')):
+        tree_added = tree[1][key] - tree[0][key]
+        control_added = control[1][key] - control[0][key]
+        out[name] = round((tree_added - control_added) / tree[0][key], 3)
+        out[name.replace('growth', 'added_s')] = round(tree_added, 3)
+        out[name.replace('growth', 'added_by_control_s')] = round(control_added, 3)
     return out
 
 
@@ -235,8 +286,11 @@ def chart(doc, path):
     import matplotlib.pyplot as plt
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
     for variant, label in (('baseline', 'baseline %s' % doc['baseline']['commit'][:7]),
-                           ('tree', 'this tree %s' % doc['tree']['commit'][:7])):
+                           ('tree', 'this tree %s' % doc['tree']['commit'][:7]),
+                           ('control', 'control: ansible-core alone')):
         rows = sorted((r for r in doc['runs'] if r['variant'] == variant), key=lambda r: r['hosts'])
+        if not rows:
+            continue
         xs = [r['hosts'] for r in rows]
         axes[0].plot(xs, [r['per_host_s'] for r in rows], marker='o', label=label + ', wall')
         axes[0].plot(xs, [r['cpu_per_host_s'] for r in rows], marker='s', linestyle='--', label=label + ', CPU')
@@ -258,6 +312,7 @@ def main(argv):
     parser.add_argument('--baseline', default=os.environ.get('BENCH_FLEET_BASELINE', DEFAULT_BASELINE))
     parser.add_argument('--baseline-sizes', default=os.environ.get('BENCH_FLEET_BASELINE_SIZES'),
                         help='the host counts the baseline runs at (default: all of --sizes; its ratios need one)')
+    parser.add_argument('--no-control', action='store_true', help="no control runs (ansible-core alone)")
     parser.add_argument('--raw', default=os.path.join(HERE, 'raw', 'fleet'))
     parser.add_argument('--no-render', action='store_true', help='measure only: no results.json, RESULTS.md, chart')
     args = parser.parse_args(argv)
@@ -297,13 +352,14 @@ def measure(args, sizes, base_sizes, baseline_commit, base_tree, ansible_playboo
     }
     for n in sizes:
         hosts = ['aem%03d' % i for i in range(1, n + 1)]
-        order = ('baseline', 'tree') if n == sizes[0] else ('tree', 'baseline')
+        order = ('baseline', 'tree', 'control') if n == sizes[0] else ('control', 'tree', 'baseline')
         for variant in order:
-            if variant == 'baseline' and n not in base_sizes:
+            if variant == 'baseline' and n not in base_sizes or variant == 'control' and args.no_control:
                 continue
             tree = base_tree if variant == 'baseline' else TOP
             rundir = os.path.join(args.raw, '%s-%d' % (variant, n))
-            rc, wall, cpu, peak_kib, count = run_once_audit(tree, rundir, hosts, args.forks, ansible_playbook)
+            rc, wall, cpu, peak_kib, count = run_once_audit(tree, rundir, hosts, args.forks, ansible_playbook,
+                                                            control=variant == 'control')
             row = dict(count_tasks(count, hosts), variant=variant, hosts=n, rc=rc, wall_s=round(wall, 1),
                        per_host_s=round(wall / n, 3), cpu_s=round(cpu, 1), cpu_per_host_s=round(cpu / n, 3),
                        peak_rss_mib=round(peak_kib / 1024.0, 1), load_1min_after=round(os.getloadavg()[0], 2))

@@ -526,7 +526,8 @@ def render_context(doc):
 
 def fleet_context(fleet):
     """make bench-fleet's part (bench/fleet.py measures and summarizes; here only the layout's inputs)."""
-    rows = sorted(fleet['runs'], key=lambda r: (r['hosts'], r['variant'] != 'baseline'))
+    order = {'baseline': 0, 'tree': 1, 'control': 2}
+    rows = sorted(fleet['runs'], key=lambda r: (r['hosts'], order[r['variant']]))
     ratios = sorted(fleet['summary']['ratio_tree_to_baseline'].items(), key=lambda kv: int(kv[0]))
     return {'f': fleet, 'rows': rows, 's': fleet['summary'],
             'ratios': [dict(hosts=int(n), **r) for n, r in ratios]}

@@ -149,3 +149,57 @@ def test_results_md_has_the_fleet_section():
     assert 'charts/fleet.png' in section
     assert 'Growth of this tree (least squares over 50 and 200 hosts): wall time 2.867 s per host' in section
     assert 'its growth is not measured here' not in section
+
+
+# The control: ansible-core alone. Its CPU time per host rises from 1.000 to 1.300 s between 50 and 200
+# hosts; this tree's from 4.800 to 5.400 s (RUNS_C below).
+RUNS_C = [dict(run('tree', 50, 150.0, 0.0), cpu_s=240.0, cpu_per_host_s=4.8),
+          dict(run('tree', 200, 580.0, 0.0), cpu_s=1080.0, cpu_per_host_s=5.4),
+          dict(run('control', 50, 40.0, 0.0), cpu_s=50.0, cpu_per_host_s=1.0, rc=0),
+          dict(run('control', 200, 170.0, 0.0), cpu_s=260.0, cpu_per_host_s=1.3, rc=0),
+          run('baseline', 50, 400.0, 3.0)]
+
+
+def test_growth_beyond_the_control_takes_out_what_ansible_core_adds():
+    s = fleet.summarize(RUNS_C, [50, 200])
+    net = s['tree_beyond_control']
+    # this tree: +0.600 s per host (+12.5%); the control: +0.300 s; beyond it: 0.300 / 4.800 = +6.25%, kept as 0.063
+    assert net['cpu_per_host_added_s'] == pytest.approx(0.6)
+    assert net['cpu_per_host_added_by_control_s'] == pytest.approx(0.3)
+    assert net['cpu_per_host_growth'] == pytest.approx(0.0625, abs=0.001)
+    # wall: this tree 3.000 -> 2.900 s per host (-0.100), the control 0.800 -> 0.850 (+0.050): -0.150 / 3.000
+    assert net['per_host_growth'] == pytest.approx(-0.05, abs=0.001)
+    assert s['tree']['cpu_per_host_growth'] == pytest.approx(0.125)
+    assert [(g['value'], g['met']) for g in s['goals'][1:]] == [(0.125, False), (-0.033, True), (0.063, True)]
+
+
+def test_no_control_no_net_growth_and_no_fourth_goal():
+    s = fleet.summarize([r for r in RUNS_C if r['variant'] != 'control'], [50, 200])
+    assert s['tree_beyond_control'] is None
+    assert 'control' not in s
+    assert len(s['goals']) == 3
+
+
+def test_the_control_playbook_has_the_audits_task_count(tmp_path):
+    path = fleet.control_playbook(str(tmp_path / 'control.yml'))
+    text = open(path).read()
+    # gathering (min), then 16 debug tasks: 17 task results per host, as this tree's audit has
+    assert text.count('ansible.builtin.debug:') == fleet.CONTROL_TASKS == 16
+    assert 'gather_subset: [min]' in text and 'hosts: aem' in text and 'aemops' not in text
+
+
+def test_results_md_names_the_growth_beyond_the_control():
+    with open(os.path.join(BENCH, 'results.json')) as f:
+        doc = json.load(f)
+    doc['fleet'] = {'started': '2026-12-03 13:10 UTC', 'forks': 20, 'sizes': [50, 200], 'baseline_sizes': [50],
+                    'cpus': 2, 'load_1min_at_start': 0.5, 'ansible_core': 'ansible-playbook [core 2.16.19]',
+                    'baseline': {'ref': '1e379f6', 'commit': '1e379f644d82d9fb93a77dec465065c078780ca9'},
+                    'tree': {'commit': 'ab' * 20, 'dirty': False},
+                    'runs': RUNS_C, 'summary': fleet.summarize(RUNS_C, [50, 200])}
+    section = report.render(doc)
+    section = section[section.index('## Fleet'):]
+    assert '| control: ansible-core alone | 200 | 170.0 | 0.850 | 1.300 | 20.0 | 0.00 |' in section
+    assert ('the CPU time per host of this tree grew by 0.600 s and the control\'s by 0.300 s: beyond '
+            'ansible-core\'s own, this tree\'s CPU time per host changed by +6%') in section
+    assert "beyond ansible-core's own (the control's) at most 0.1: 0.063, **met**" in section
+    assert 'and a control (ansible-core alone), alternating' in section
