@@ -34,8 +34,8 @@ VM_APPEND="root=/dev/vda rw console=ttyS0"
 # Neither touches read-ahead, THP, tuned, udev or the block layer. The drop-in leaves
 # /etc/default/grub as Debian ships it (GRUB_CMDLINE_LINUX, which the collection edits, and the
 # console in GRUB_CMDLINE_LINUX_DEFAULT, which molecule/cmdline asserts unchanged). A grub boot
-# cannot tell TCG from KVM, so under KVM it has them too: harmless for a test VM on a host with
-# a stable TSC, which KVM hosts of this decade have.
+# cannot tell TCG from KVM, so under KVM it has them too: harmless for a test VM on a host whose
+# TSC is stable.
 VM_APPEND_TCG="tsc=reliable clocksource=tsc mitigations=off"
 
 log() { printf '[vm %s] %s\n' "$(date +%T)" "$*" >&2; }

@@ -46,7 +46,8 @@ for want in 'GRUB_TIMEOUT=0' 'GRUB_CMDLINE_LINUX=""' 'GRUB_CMDLINE_LINUX_DEFAULT
 	grep -qx "$want" "$grub" || { echo "customize: $grub lacks $want" >&2; cat "$grub" >&2; exit 1; }
 done
 # The emulation's arguments for the grub boots (lib.sh, VM_APPEND_TCG), in a drop-in that
-# grub-mkconfig sources after /etc/default/grub (Debian's grub2, since 2.02), so that the file
+# grub-mkconfig sources after /etc/default/grub (Debian's grub-mkconfig reads grub.d/*.cfg; run 4
+# of docs/testing.md saw them on every GRUB boot, bullseye to trixie), so that the file
 # the collection edits keeps Debian's text. No package owns it: release upgrades keep it.
 mkdir -p "$root/etc/default/grub.d"
 # shellcheck disable=SC2016 # $GRUB_CMDLINE_LINUX_DEFAULT is grub-mkconfig's to expand
