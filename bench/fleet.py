@@ -22,8 +22,9 @@ Measured per run:
 - the exit code and the failed tasks (the audit of an untuned host fails on its verdict).
 
 A third variant, the control, is ansible-core alone on the same inventory: one play that gathers
-the min subset, as migrate-aem.yml's pre play does, then CONTROL_TASKS debug tasks, so that it has
-as many task results per host as this tree's audit and no role. What the engine itself adds per
+the min subset, as migrate-aem.yml's pre play does, then debug tasks, as many as make its task
+results per host equal this tree's (counted at the first size, where the tree runs before it), and
+no role. What the engine itself adds per
 host as N grows (its per-task work over every host of the play) shows there, and the summary
 gives this tree's growth with the control's taken out.
 
@@ -61,9 +62,6 @@ DEFAULT_BASELINE = '1e379f6'
 # time per host that does not grow with N (here: within this share from the smallest N to the largest).
 GOAL_TASKS_PER_HOST = 1
 GOAL_GROWTH = 0.10
-# The control's debug tasks: with its fact gathering, 17 task results per host, as this tree's audit
-# has (bench/RESULTS.md shows both counts side by side).
-CONTROL_TASKS = 16
 VARIANTS = ('baseline', 'tree', 'control')
 
 
@@ -115,17 +113,18 @@ def tree_rss_kib(root_pid):
     return total
 
 
-def control_playbook(path):
-    """ansible-core alone: the pre play's fact gathering, then CONTROL_TASKS debug tasks, no role."""
+def control_playbook(path, count):
+    """ansible-core alone: the pre play's fact gathering, then ``count`` debug tasks, no role."""
     tasks = ''.join('    - name: Control task %d\n      ansible.builtin.debug:\n        msg: "{{ inventory_hostname }}"\n'
-                    % (i + 1) for i in range(CONTROL_TASKS))
+                    % (i + 1) for i in range(count))
     with open(path, 'w') as f:
         f.write('---\n- name: Control - ansible-core alone, as many task results per host as the audit\n'
                 '  hosts: aem\n  gather_facts: true\n  gather_subset: [min]\n  tasks:\n' + tasks)
     return path
 
 
-def run_once_audit(tree, rundir, hosts, forks, ansible_playbook, control=False):
+def run_once_audit(tree, rundir, hosts, forks, ansible_playbook, control_tasks=None):
+    """One run: migrate-aem.yml's audit of ``tree``, or with ``control_tasks`` the control playbook."""
     os.makedirs(os.path.join(rundir, 'collections', 'ansible_collections', 'aemops'))
     os.symlink(tree, os.path.join(rundir, 'collections', 'ansible_collections', 'aemops', 'os_tuning'))
     repo = os.path.join(rundir, 'repo')
@@ -150,8 +149,8 @@ def run_once_audit(tree, rundir, hosts, forks, ansible_playbook, control=False):
         'TMPDIR': os.path.join(rundir, 'tmp'),
     })
     os.makedirs(os.path.join(rundir, 'tmp'))
-    if control:
-        argv = [ansible_playbook, '-i', inventory, control_playbook(os.path.join(rundir, 'control.yml')),
+    if control_tasks is not None:
+        argv = [ansible_playbook, '-i', inventory, control_playbook(os.path.join(rundir, 'control.yml'), control_tasks),
                 '-f', str(forks)]
     else:
         argv = [ansible_playbook, '-i', inventory, os.path.join(tree, 'playbooks', 'migrate-aem.yml'),
@@ -350,6 +349,7 @@ def measure(args, sizes, base_sizes, baseline_commit, base_tree, ansible_playboo
         'tree': {'commit': git('rev-parse', 'HEAD'), 'dirty': bool(dirty)},
         'runs': [],
     }
+    control_tasks = None
     for n in sizes:
         hosts = ['aem%03d' % i for i in range(1, n + 1)]
         order = ('baseline', 'tree', 'control') if n == sizes[0] else ('control', 'tree', 'baseline')
@@ -359,7 +359,7 @@ def measure(args, sizes, base_sizes, baseline_commit, base_tree, ansible_playboo
             tree = base_tree if variant == 'baseline' else TOP
             rundir = os.path.join(args.raw, '%s-%d' % (variant, n))
             rc, wall, cpu, peak_kib, count = run_once_audit(tree, rundir, hosts, args.forks, ansible_playbook,
-                                                            control=variant == 'control')
+                                                            control_tasks if variant == 'control' else None)
             row = dict(count_tasks(count, hosts), variant=variant, hosts=n, rc=rc, wall_s=round(wall, 1),
                        per_host_s=round(wall / n, 3), cpu_s=round(cpu, 1), cpu_per_host_s=round(cpu / n, 3),
                        peak_rss_mib=round(peak_kib / 1024.0, 1), load_1min_after=round(os.getloadavg()[0], 2))
@@ -371,6 +371,9 @@ def measure(args, sizes, base_sizes, baseline_commit, base_tree, ansible_playboo
                      row['peak_rss_mib'], rc))
             sys.stdout.flush()
             doc['runs'].append(row)
+            if variant == 'tree' and control_tasks is None:
+                # The control's debug tasks: the tree's task results per host, less the fact gathering.
+                control_tasks = int(round(row['task_results_per_host'])) - 1
     doc['summary'] = summarize(doc['runs'], sizes)
     print(json.dumps(doc['summary'], indent=1, sort_keys=True))
     if args.no_render:
