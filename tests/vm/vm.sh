@@ -147,10 +147,52 @@ run_boot() { # kernel or grub; run dirs from before the grub variant have no boo
 	cat "$RUN/boot" 2>/dev/null || echo kernel
 }
 
+# One vCPU under TCG unless AEMOPS_VM_SMP says otherwise. Two guests side by side (make test's
+# two workers) on the 2-core machine, measured together on the bookworm image (2026-12-03): boot
+# 95 and 96 s with one vCPU each against 125 and 127 s with two, six `ansible -m ping` 32 against
+# 39 s, two `setup` 15.2 against 16.3 s; one guest of each kind at once, twice: boot 98 and 113 s
+# against 129 and 133 s. Under MTTCG a second vCPU is a second host thread competing for the same
+# two cores, and every cross-CPU TLB flush stops both vCPUs. The guest's own work is one process
+# at a time (sshd, a module's python, tuned). No test reads the CPU count.
+tcg_smp() {
+	if [ -n "${AEMOPS_VM_SMP:-}" ] || [ "$1" = kvm ]; then echo "$VM_SMP"; else echo 1; fi
+}
+
+# A guest that reboots itself (the role's ansible.builtin.reboot, systemctl reboot) gets a fresh
+# qemu, as `reboot` gives it: qemu runs with -action reboot=shutdown, so it exits at the guest's
+# reset, and the watcher that start_qemu leaves beside it (vm.sh _watch) starts the next one on
+# the same run state. A fresh qemu boots faster under TCG than a reset in place (see cmd_reboot):
+# in run 4 (ee35c9a) the role's in-place reboots took 180-226 s where the harness's fresh ones in
+# the same scenarios took 102-139 s. The watcher restarts only a reset: not a poweroff, a kill or
+# a crash (the console since the last start must end in the kernel's "reboot: Restarting
+# system"), and not while vm.sh stops the guest itself ($RUN/hold, set by guest_stop and down).
+guest_reset_last() { # serial.log: did the last boot end in the kernel's restart?
+	awk '/^=== qemu start/ { r = 0 } /reboot: Restarting system/ { r = 1 } END { exit !r }' "$1" 2>/dev/null
+}
+
+watcher_alive() {
+	local w
+	w=$(cat "$RUN/watch.pid" 2>/dev/null) || return 1
+	grep -qa _watch "/proc/$w/cmdline" 2>/dev/null
+}
+
+cmd__watch() { # internal: started by start_qemu, one per qemu process
+	local pid
+	echo $$ >"$RUN/watch.pid"
+	pid=$(cat "$RUN/qemu.pid" 2>/dev/null) || exit 0
+	while grep -qa aemops-vm "/proc/$pid/cmdline" 2>/dev/null; do sleep 1; done
+	[ ! -e "$RUN/hold" ] || exit 0
+	guest_reset_last "$RUN/serial.log" || exit 0
+	log "qemu $pid exited at the guest's own reboot: starting a fresh one"
+	start_qemu
+}
+
 start_qemu() { # starts qemu in the background using $RUN state
 	local image accel order boot kdir args try port
 	image=$(cat "$RUN/image") accel=$(cat "$RUN/accel") order=$(cat "$RUN/nvme-order")
 	boot=$(run_boot)
+	VM_SMP=$(tcg_smp "$accel")
+	rm -f "$RUN/hold"
 	kdir=$image # direct kernel boot; empty: SeaBIOS + GRUB from the root disk
 	[ "$boot" = grub ] && kdir=
 	for try in 1 2 3; do
@@ -164,9 +206,10 @@ start_qemu() { # starts qemu in the background using $RUN state
 			-netdev "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
 			-device virtio-net-pci,netdev=n0,addr=0x03 \
 			-fw_cfg "name=opt/aemops/authorized_keys,file=$RUN/id_ed25519.pub" \
-			-qmp "unix:$RUN/qmp.sock,server=on,wait=off" \
+			-qmp "unix:$RUN/qmp.sock,server=on,wait=off" -action reboot=shutdown \
 			-daemonize -pidfile "$RUN/qemu.pid" 2>"$RUN/qemu.err"; then
 			write_client_config
+			setsid "$0" _watch </dev/null >>"$RUN/watch.log" 2>&1 &
 			log "qemu pid $(cat "$RUN/qemu.pid"), ssh 127.0.0.1:$port, $accel, $boot boot, NVMe order $order"
 			return 0
 		fi
@@ -254,7 +297,7 @@ cmd_wait() {
 	# 1. sshd really answers (the forwarded port accepts connections earlier).
 	local last=''
 	until last=$(vssh true 2>&1); do
-		pid_alive || { tail -30 "$RUN/serial.log" >&2; die "waiting for ssh: qemu is not running (serial log above)"; }
+		pid_alive || watcher_alive || { tail -30 "$RUN/serial.log" >&2; die "waiting for ssh: qemu is not running (serial log above)"; }
 		# A guest in emergency mode never starts sshd: say so now, not after the timeout.
 		if trouble=$(boot_trouble "$RUN/serial.log") && grep -qE "$BOOT_STOPPED" <<<"$trouble"; then
 			die "waiting for ssh: the guest's console says it will not come up: $(paste -sd'|' <<<"$trouble") ($RUN/serial.log)"
@@ -312,6 +355,7 @@ EOF
 guest_stop() { # reboot|poweroff: run it in the guest, wait for qemu to exit
 	local start
 	start=$(date +%s)
+	touch "$RUN/hold" # the caller starts the next qemu itself, if any
 	vssh systemctl "$1" || true
 	while pid_alive; do # direct kernel boot: ACPI poweroff ends qemu
 		[ $(($(date +%s) - start)) -lt 180 ] || { log "systemctl $1: qemu still running after 180 s, killing it; serial log ends: $(tail -3 "$RUN/serial.log" | paste -sd'|')"; cmd_down --keep; }
@@ -319,9 +363,10 @@ guest_stop() { # reboot|poweroff: run it in the guest, wait for qemu to exit
 	done
 }
 
-warm_reboot() { # guest reset inside the same qemu process
+warm_reboot() { # guest reset inside the same qemu process (for comparison; the watcher stays idle)
 	local boot_id start
 	start=$(date +%s)
+	qmp '{"execute": "set-action", "arguments": {"reboot": "reset"}}'
 	boot_id=$(vssh cat /proc/sys/kernel/random/boot_id)
 	vssh systemctl reboot || true
 	until [ "$(vssh cat /proc/sys/kernel/random/boot_id 2>/dev/null || true)" != "$boot_id" ] &&
@@ -331,6 +376,7 @@ warm_reboot() { # guest reset inside the same qemu process
 			die "waiting for a new boot id after the warm reboot: still $boot_id or no ssh after ${WAIT_TIMEOUT}s (see $RUN/serial.log)"
 		sleep 2
 	done
+	qmp '{"execute": "set-action", "arguments": {"reboot": "shutdown"}}'
 }
 
 cmd_reboot() {
@@ -342,11 +388,10 @@ cmd_reboot() {
 		if [ "${AEMOPS_VM_WARM_REBOOT:-0}" = 1 ]; then
 			warm_reboot
 		else
-			# The guest reboots itself (systemctl reboot), but qemu is told to
-			# exit at the reset and is started again: a fresh qemu boots the
-			# guest much faster under TCG than a reset in place (46 s vs 57 s
-			# idle, 68 s vs 112-134 s on a loaded host).
-			qmp '{"execute": "set-action", "arguments": {"reboot": "shutdown"}}'
+			# The guest reboots itself (systemctl reboot); qemu exits at the
+			# reset (-action reboot=shutdown) and is started again: a fresh
+			# qemu boots the guest much faster under TCG than a reset in place
+			# (46 s vs 57 s idle, 68 s vs 112-134 s on a loaded host).
 			guest_stop reboot
 			start_qemu
 		fi
@@ -415,6 +460,7 @@ cmd_upgrade() {
 cmd_down() {
 	local pid _
 	if pid_alive; then
+		touch "$RUN/hold"
 		pid=$(cat "$RUN/qemu.pid")
 		kill "$pid"
 		for _ in $(seq 50); do pid_alive || break; sleep 0.2; done
@@ -494,7 +540,7 @@ cmd_collect() { # [--host-only] DIR: never fails the caller, whatever state the 
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 case $cmd in
-build | up | wait | ssh | reboot | stop | start | upgrade | down | status | inventory | facts | collect) "cmd_$cmd" "$@" ;;
+build | up | wait | ssh | reboot | stop | start | upgrade | down | status | inventory | facts | collect | _watch) "cmd_$cmd" "$@" ;;
 -h | --help | help) usage ;;
 *) usage >&2; exit 2 ;;
 esac
