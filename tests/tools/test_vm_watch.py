@@ -73,15 +73,17 @@ def watch(tmp_path, last_lines, hold=False, env=None):
     full.pop('AEMOPS_VM_SMP', None)
     full.update(env or {})
     try:
-        result = subprocess.run([VM_SH, '_watch'], env=full, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+        watcher = subprocess.Popen([VM_SH, '_watch'], env=full, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        out = watcher.communicate(timeout=60)[0]
         old.wait()
-        # The watcher of the new qemu, if any, writes its pid when it starts.
+        # A new qemu has a watcher of its own, which replaces this one's pid in watch.pid when it
+        # starts: wait for it, so that the cleanup below ends it.
         deadline = time.time() + 10
-        while (run / 'qemu-args.0').exists() and not (run / 'watch.pid').read_text().strip().isdigit() \
-                and time.time() < deadline:
+        while (run / 'qemu-args.0').exists() and time.time() < deadline \
+                and (run / 'watch.pid').read_text().strip() == str(watcher.pid):
             time.sleep(0.1)
-        return run, result.returncode, result.stdout.decode('utf-8', 'replace')
+        return run, watcher.returncode, out.decode('utf-8', 'replace')
     finally:
         old.kill()
         _kill(str(run / 'watch.pid'))
