@@ -62,6 +62,8 @@ export AEMOPS_VM_RUN=${AEMOPS_VM_RUN:-$(mktemp -d "${TMPDIR:-/tmp}/aemops-bench-
 export AEMOPS_VM_NVME_CAPS=$caps
 export ANSIBLE_COLLECTIONS_PATH=$top/.collections
 export ANSIBLE_PIPELINING=true ANSIBLE_NOCOLOR=1
+# What a module run costs on a real host: no bytecode cache in the guest (tests/vm/zipcache.py).
+export AEMOPS_VM_PYCACHE=0
 export PATH=$top/.venv/bin:$PATH
 vm=$top/tests/vm/vm.sh
 py=$top/.venv/bin/python

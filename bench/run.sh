@@ -51,6 +51,8 @@ lv_path=$VM_AEM_REPOSITORY
 export AEMOPS_VM_RUN=${AEMOPS_VM_RUN:-$(mktemp -d "${TMPDIR:-/tmp}/aemops-bench-vm.XXXXXX")}
 export ANSIBLE_COLLECTIONS_PATH=$top/.collections
 export ANSIBLE_PIPELINING=true ANSIBLE_NOCOLOR=1
+# What a module run costs on a real host: no bytecode cache in the guest (tests/vm/zipcache.py).
+export AEMOPS_VM_PYCACHE=0
 export PATH=$top/.venv/bin:$PATH
 vm=$top/tests/vm/vm.sh
 py=$top/.venv/bin/python

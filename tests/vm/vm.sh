@@ -231,6 +231,30 @@ ioopt_qemu_args() {
 		-device "virtio-blk-pci,drive=ioopt,serial=$serial,addr=$VM_IOOPT_SLOT,opt_io_size=$bytes"
 }
 
+# The zipimport bytecode cache (tests/vm/zipcache.py, which says what it does and does not
+# change), put into the site-packages of the guest's /usr/bin/python3 after `up` and after an
+# upgrade (a new Python has a new directory). AEMOPS_VM_PYCACHE=0 leaves the guest as booted;
+# bench/ runs with it off, since it measures what a module run costs on a real host.
+guest_zipcache() {
+	case ${AEMOPS_VM_PYCACHE:-1} in
+	0) return 0 ;;
+	1) ;;
+	*) die "AEMOPS_VM_PYCACHE must be 0 or 1 (got '$AEMOPS_VM_PYCACHE')" ;;
+	esac
+	# shellcheck disable=SC2016 # expanded in the guest
+	vssh 'set -e
+		d=$(python3 -c "import sysconfig; print(sysconfig.get_path(\"purelib\"))")
+		install -d -m 0755 "$d"
+		install -d -m 0700 -o root -g root /var/cache/aemops-zipimport
+		cat >"$d/aemops_zipcache.py.new"
+		mv -f "$d/aemops_zipcache.py.new" "$d/aemops_zipcache.py"
+		echo "import aemops_zipcache" >"$d/aemops-zipcache.pth"
+		python3 -c "import zipimport, aemops_zipcache as z; assert zipimport._compile_source is z.compile_cached or z._COMPILE is None"
+		echo "$d"' <"$VM_DIR/zipcache.py" >"$RUN/zipcache" ||
+		die "installing the zipimport cache in the guest failed (AEMOPS_VM_PYCACHE=0 runs without it)"
+	log "zipimport cache on in the guest ($(cat "$RUN/zipcache"))"
+}
+
 cmd_build() { "$VM_DIR/build-image.sh" "$@"; }
 
 cmd_up() {
@@ -287,7 +311,7 @@ cmd_up() {
 	ssh-keygen -q -t ed25519 -N '' -C aemops-vm -f "$RUN/id_ed25519"
 	date +%s >"$RUN/up-time"
 	start_qemu
-	[ "$wait" = 0 ] || cmd_wait "$WAIT_TIMEOUT"
+	[ "$wait" = 0 ] || { cmd_wait "$WAIT_TIMEOUT"; guest_zipcache; }
 }
 
 cmd_wait() {
@@ -454,6 +478,7 @@ cmd_upgrade() {
 	# shellcheck disable=SC2016 # expanded in the guest
 	vssh 'grub-install --target=i386-pc "$(debconf-show grub-pc | sed -n "s/^\* grub-pc\/install_devices: //p")"' >&2 ||
 		die "grub-install in the upgraded guest failed"
+	guest_zipcache
 	log "upgrade $from -> $to took $(($(date +%s) - start)) s (poweroff $((t1 - start)), offline upgrade $((t2 - t1)), boot and grub-install $(($(date +%s) - t2)))"
 }
 
