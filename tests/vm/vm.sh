@@ -76,6 +76,8 @@ environment:
   AEMOPS_VM_NVME_CAPS=none|gp3|io2|seed|iops=N,mibps=M (up: EBS-like caps on
                            both NVMe drives, QEMU throttling; kept for reboots)
   AEMOPS_VM_IOOPT_DISK=1 (up: same as --ioopt-disk)
+  AEMOPS_VM_PYCACHE=0 (up, upgrade: no bytecode cache for module payloads in the
+                           guest; default 1, see tests/vm/zipcache.py)
 
 Callers should always stop the VM:  trap '$0 down' EXIT
 EOF
@@ -232,8 +234,10 @@ ioopt_qemu_args() {
 }
 
 # The zipimport bytecode cache (tests/vm/zipcache.py, which says what it does and does not
-# change), put into the site-packages of the guest's /usr/bin/python3 after `up` and after an
-# upgrade (a new Python has a new directory). AEMOPS_VM_PYCACHE=0 leaves the guest as booted;
+# change), put into the first site-packages directory of the guest's /usr/bin/python3 after `up`
+# and after an upgrade (a new Python has a new directory): /usr/local/lib/python3.X/dist-packages
+# on Debian. Not sysconfig's purelib: bullseye's Python 3.9 names /usr/lib/python3.9/site-packages,
+# which is not on its sys.path (the install's own import check below found it). AEMOPS_VM_PYCACHE=0 leaves the guest as booted;
 # bench/ runs with it off, since it measures what a module run costs on a real host.
 guest_zipcache() {
 	case ${AEMOPS_VM_PYCACHE:-1} in
@@ -243,7 +247,7 @@ guest_zipcache() {
 	esac
 	# shellcheck disable=SC2016 # expanded in the guest
 	vssh 'set -e
-		d=$(python3 -c "import sysconfig; print(sysconfig.get_path(\"purelib\"))")
+		d=$(python3 -c "import site; print(site.getsitepackages()[0])")
 		install -d -m 0755 "$d"
 		install -d -m 0700 -o root -g root /var/cache/aemops-zipimport
 		cat >"$d/aemops_zipcache.py.new"
