@@ -237,8 +237,9 @@ ioopt_qemu_args() {
 # change), put into the first site-packages directory of the guest's /usr/bin/python3 after `up`
 # and after an upgrade (a new Python has a new directory): /usr/local/lib/python3.X/dist-packages
 # on Debian. Not sysconfig's purelib: bullseye's Python 3.9 names /usr/lib/python3.9/site-packages,
-# which is not on its sys.path (the install's own import check below found it). AEMOPS_VM_PYCACHE=0 leaves the guest as booted;
-# bench/ runs with it off, since it measures what a module run costs on a real host.
+# which is not on its sys.path (the install's own import check below found it).
+# AEMOPS_VM_PYCACHE=0 leaves the guest as booted; bench/ runs with it off, since it measures what
+# a module run costs on a real host.
 guest_zipcache() {
 	case ${AEMOPS_VM_PYCACHE:-1} in
 	0) return 0 ;;
