@@ -36,7 +36,9 @@ description:
     left half-done is recovered. Run it with AEM stopped or idle; other I/O on the device makes the figures noisy
     (C(noisy) in RV(results)) and noisy values are left out of the recommendation while a clean one remains.
   - Returns C(changed=false) as the device ends where it started; C(changed=true) only when it restored the value
-    a killed earlier run left behind.
+    a killed earlier run left behind, or when the record in O(record) changed.
+  - With O(record), records what it measured and chose in that file for later runs (RV(evidence)), as the
+    M(aemops.os_tuning.tuning_facts) module reads it back.
 author:
   - aemops.os_tuning contributors (@aemops)
 options:
@@ -135,6 +137,19 @@ options:
         volume's MiB/s cap) or below it.
     type: float
     default: 0
+  record:
+    description:
+      - Where to record the result for later runs, for example V(/etc/ansible/facts.d/aem_tuning_sweep.fact), the
+        local fact the C(aem_tuning) role gives, which M(aemops.os_tuning.tuning_facts) reads back to tell whether
+        the recorded value still holds (the same settings, path and device).
+      - After a sweep that recommends a value, the record (RV(evidence)) is written there atomically as JSON
+        (sorted keys, mode 0644, owned by root), unless the file holds the same already. A failed sweep leaves
+        an earlier record as it is.
+      - Checked before the sweep touches anything, and refused with nothing changed, unless its directory exists
+        and is a real directory (not a symbolic link) owned by root and not writable by group or others, and the
+        path holds nothing or a regular file with one link owned by root.
+      - Not given, nothing is recorded. Ignored with O(recover=true).
+    type: path
   recover:
     description:
       - Only recover. Restore the C(read_ahead_kb) a killed sweep left on the device of O(path) from its state
@@ -159,8 +174,9 @@ notes:
     a value that is not a whole multiple of the page size from 0 to 65536 KiB is reported and left alone, never
     applied; the sweep and the recovery fail naming it and the fix. If a restore itself fails the state file stays
     and the module fails naming the value to set by hand.
-  - Check mode writes nothing, not even the lock or the state file. It checks the path, the device, its
-    writability, the free space and the options, and says what the sweep, and a recovery, would do.
+  - Check mode writes nothing, not even the lock, the state file or the record. It checks the path, the device,
+    its writability, the free space, the options and the record's path, and says what the sweep, a recovery and
+    the record would do.
   - Needs root (C(become=true)) to write C(read_ahead_kb); fails before any change without it, or where C(/sys) is
     read-only (a container).
   - The reader threads copy from the mapping with C(ctypes.memmove), which releases the Python GIL, so their page
@@ -358,10 +374,30 @@ timed_out:
   description: Whether the sweep failed because O(timeout) was reached.
   returned: failure
   type: bool
+record:
+  description: >-
+    The record: C(path) (O(record)) and C(changed), whether its file was (or in check mode would be) written: false
+    when it held the same record with mode 0644 and owner root already.
+  returned: success with O(record), not recover
+  type: dict
+  sample: {path: /etc/ansible/facts.d/aem_tuning_sweep.fact, changed: true}
+evidence:
+  description: >-
+    What was recorded in O(record): C(source) (V(sweep)), C(taken) (when the sweep started, UTC, as
+    C(2026-12-01T10:00:00Z)), C(path) (O(path)), C(device), C(stable_id) (its stable identity, as
+    M(aemops.os_tuning.tuning_facts) reports it in C(block_devices), or null), C(original_kb), C(restored_kb),
+    C(recommended_kb), C(why), C(caps), C(table), C(sweep), C(readers), C(duration), C(tolerance_pct), C(best_kb),
+    C(within_kb), C(excluded_noisy_kb), C(results) (as returned here), and C(knobs), the settings measured with:
+    C(values) (the values measured), C(readers), C(duration), C(size_mb), C(tolerance_pct), C(volume_type),
+    C(volume_size_gb), C(iops) and C(throughput_mibps) (null where not given or 0).
+  returned: success with O(record), not check mode, not recover
+  type: dict
 '''
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aemops.os_tuning.plugins.module_utils import compliance, ebs, probe, sweep
+from ansible_collections.aemops.os_tuning.plugins.module_utils import compliance, ebs, files, probe, sweep, sweep_record
 
 ROOT = '/'
 
@@ -378,6 +414,12 @@ def run(module, root):
         result['measured'] = False
         result['results'] = []
         return result
+    if p['record']:
+        problem = sweep_record.check_target(root, p['record'], check_only=module.check_mode)
+        if problem:
+            module.fail_json(msg='%s The sweep did not start; nothing was changed.' % problem, changed=False,
+                             results=[])
+    taken = None
     try:
         caps = sweep.volume_caps(p['volume_type'], p['volume_size_gb'], p['iops'], p['throughput_mibps'])
         the_plan = sweep.plan(root, p['path'], values=p['sweep'], readers=p['readers'], duration=p['duration'],
@@ -387,6 +429,7 @@ def run(module, root):
         if module.check_mode:
             result = sweep.check_mode_result(the_plan)
         else:
+            taken = sweep_record.now_iso()
             with sweep.terminate_as_exception():
                 result = sweep.run(the_plan)
     except sweep.SweepError as e:
@@ -397,7 +440,40 @@ def run(module, root):
         module.warn(warning)
     result['directory'] = result.pop('path')
     result.pop('largest_kb', None)
+    if p['record']:
+        _record(module, root, result, taken)
     return result
+
+
+def _record(module, root, result, taken):
+    """Write the sweep's record to O(record) (check mode: say that it would); fail naming it when it cannot be."""
+    path = module.params['record']
+    if module.check_mode:
+        there = os.path.lexists(files.root_path(root, path))
+        result['record'] = {'path': path, 'changed': True}
+        result['changed'] = True
+        result['msg'] += ' It would record the result in %s (%s).' % (
+            path, 'replacing the record there' if there else 'a new file')
+        return
+    if result.get('recommended_kb') is None:
+        return
+    evidence = sweep_record.evidence(result, module.params, sweep_record.stable_id(root, result['device']), taken)
+    try:
+        changed = sweep_record.write(root, path, evidence, module=module)
+    except sweep_record.RecordError as e:
+        _record_failed(module, result, str(e))
+    except (IOError, OSError) as e:
+        _record_failed(module, result, 'cannot write %s: %s.' % (path, files.describe_os_error(e)))
+    result['record'] = {'path': path, 'changed': changed}
+    result['evidence'] = evidence
+    result['changed'] = result['changed'] or changed
+
+
+def _record_failed(module, result, why):
+    module.fail_json(msg='the sweep recommends %s KiB (%s was restored to %s KiB), but the record was not written: %s'
+                     % (result['recommended_kb'], result['device'], result['restored_kb'], why),
+                     changed=result['changed'], results=result['results'], restored=True,
+                     recommended_kb=result['recommended_kb'], why=result.get('why'))
 
 
 def _check_recover(root, path):
@@ -432,6 +508,7 @@ def main():
             throughput_mibps=dict(type='float'),
             tolerance_pct=dict(type='float', default=sweep.DEFAULT_TOLERANCE_PCT),
             timeline_interval=dict(type='float', default=sweep.DEFAULT_TIMELINE_INTERVAL),
+            record=dict(type='path'),
             recover=dict(type='bool', default=False),
         ),
         supports_check_mode=True,

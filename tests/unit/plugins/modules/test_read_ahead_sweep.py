@@ -15,15 +15,20 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import fcntl
+import json
 import os
+import stat
 
 import pytest
 
 from ansible.module_utils import basic
-from ansible_collections.aemops.os_tuning.plugins.module_utils import runstate, sweep
+from ansible_collections.aemops.os_tuning.plugins.module_utils import runstate, sweep, sweep_record
 from ansible_collections.aemops.os_tuning.plugins.modules import read_ahead_sweep
 from ansible_collections.aemops.os_tuning.tests.unit.plugins.module_utils.test_sweep import (
     BOOT, DM0, REPO, Volume, killed_run, ra, stat_line, state_file)
+# The planted targets, one per refusal, are module_utils/test_sweep_record.py's.
+from ansible_collections.aemops.os_tuning.tests.unit.plugins.module_utils.test_sweep_record import (
+    _dir_symlinked, _file_alien, _file_fifo, _file_hardlinked, _file_symlink, _group_writable)
 from ansible_collections.aemops.os_tuning.tests.unit.utils import run_module
 from fakehost import nitro_host, tree_checksum
 
@@ -187,3 +192,149 @@ def test_busy_device_is_refused(host, simulated):
         os.close(fd)
     assert 'another read-ahead sweep or read_ahead run holds dm-0' in result['msg'] and ra(host) == 4096
     assert 'held by pid %d (' % os.getpid() in result['msg']
+
+
+# ---------------------------------------------------------------------------------------------
+# record: the result kept for later runs (the role's local fact)
+
+FACT = '/etc/ansible/facts.d/aem_tuning_sweep.fact'
+FACTS_D = '/etc/ansible/facts.d'
+TAKEN = '2026-12-01T10:00:00Z'
+RECORDED = dict(SMALL, record=FACT)
+
+
+@pytest.fixture
+def facts_d(host, monkeypatch):
+    """/etc/ansible/facts.d as Ansible's setup makes it (0755 root), and a fixed clock for the record's time."""
+    for directory in ('/etc', '/etc/ansible', FACTS_D):
+        os.chmod(host.mkdir(directory), 0o755)
+    monkeypatch.setattr(sweep_record, 'now_iso', lambda now=None: TAKEN)
+    return host.path(FACTS_D)
+
+
+@pytest.fixture
+def no_measuring(monkeypatch):
+    def forbidden(*args, **kwargs):
+        raise AssertionError('the sweep must not measure')
+
+    monkeypatch.setattr(sweep, 'run', forbidden)
+
+
+def test_the_record_is_written_with_the_sweeps_result(host, simulated, facts_d):
+    result = run_module(read_ahead_sweep.main, RECORDED)
+    assert result['changed'] is True and result['record'] == {'path': FACT, 'changed': True}
+    with open(host.path(FACT)) as f:
+        text = f.read()
+    record = json.loads(text)
+    assert text.endswith('}\n') and text.startswith('{\n  "best_kb": ')  # indent 2, sorted keys
+    assert stat.S_IMODE(os.lstat(host.path(FACT)).st_mode) == 0o644
+    assert record == result['evidence']
+    assert sorted(record) == ['best_kb', 'caps', 'device', 'duration', 'excluded_noisy_kb', 'knobs', 'original_kb',
+                              'path', 'readers', 'recommended_kb', 'restored_kb', 'results', 'source', 'stable_id', 'sweep',
+                              'table', 'taken', 'tolerance_pct', 'why', 'within_kb']
+    assert record['source'] == 'sweep' and record['taken'] == TAKEN
+    assert record['path'] == REPO and record['device'] == 'dm-0'
+    assert record['stable_id'] == {'key': 'ENV{DM_UUID}', 'value': 'LVM-' + 'x' * 64, 'serial': None}
+    assert (record['original_kb'], record['restored_kb'], record['recommended_kb'], record['best_kb']) == (
+        4096, 4096, 32, 32)
+    assert record['within_kb'] == [32, 8] and record['excluded_noisy_kb'] == []
+    assert record['why'].startswith('32 KiB: ') and 'gp3 caps 3000 IOPS, 125 MiB/s' in record['why']
+    assert record['caps'] == {'type': 'gp3', 'iops': 3000, 'mib_s': 125.0, 'basis': 'gp3 baseline'}
+    assert record['sweep'] == [256, 64, 32, 8]
+    assert (record['readers'], record['duration'], record['tolerance_pct']) == (4, 1, 5.0)
+    assert record['knobs'] == {'values': [256, 64, 32, 8], 'readers': 4, 'duration': 1, 'size_mb': 4,
+                               'tolerance_pct': 5.0, 'volume_type': 'gp3', 'volume_size_gb': None, 'iops': None,
+                               'throughput_mibps': None}
+    assert len(record['table']) == 4 and record['table'][0].startswith('  256 KiB: ')
+    assert [r['read_ahead_kb'] for r in record['results']] == [256, 64, 32, 8]
+    assert record['results'][2]['reads_per_s'] == result['results'][2]['reads_per_s']
+    assert ra(host) == 4096
+
+
+def test_the_record_keeps_given_caps_and_defaulted_ones_as_null(host, simulated, facts_d):
+    result = run_module(read_ahead_sweep.main, dict(RECORDED, volume_type='gp2', volume_size_gb=100,
+                                                    readers=2))
+    with open(host.path(FACT)) as f:
+        record = json.load(f)
+    assert record['knobs'] == {'values': [256, 64, 32, 8], 'readers': 2, 'duration': 1, 'size_mb': 4,
+                               'tolerance_pct': 5.0, 'volume_type': 'gp2', 'volume_size_gb': 100, 'iops': None,
+                               'throughput_mibps': None}
+    assert record['readers'] == 2 and result['caps']['type'] == 'gp2'
+
+
+def test_a_rerun_with_the_same_record_changes_nothing(host, simulated, facts_d):
+    first = run_module(read_ahead_sweep.main, RECORDED)
+    inode = os.lstat(host.path(FACT)).st_ino
+    again = run_module(read_ahead_sweep.main, RECORDED)
+    assert again['changed'] is False and again['record'] == {'path': FACT, 'changed': False}
+    assert again['evidence'] == first['evidence'] and os.lstat(host.path(FACT)).st_ino == inode
+
+
+def test_a_recovery_with_the_same_record_is_still_a_change(host, simulated, facts_d, warnings):
+    run_module(read_ahead_sweep.main, RECORDED)
+    killed_run(host)
+    result = run_module(read_ahead_sweep.main, RECORDED)
+    assert result['record']['changed'] is False and result['changed'] is True
+    assert result['recovered']['found_kb'] == 16 and ra(host) == 4096
+
+
+def test_check_mode_writes_no_record(host, no_measuring, facts_d):
+    before = tree_checksum(host.root)
+    result = run_module(read_ahead_sweep.main, dict(RECORDED, _ansible_check_mode=True))
+    assert tree_checksum(host.root) == before and os.listdir(facts_d) == []
+    assert result['record'] == {'path': FACT, 'changed': True} and result['changed'] is True
+    assert 'evidence' not in result
+    assert result['msg'].endswith('It would record the result in %s (a new file).' % FACT)
+
+
+def test_without_record_nothing_is_recorded(host, simulated, facts_d):
+    result = run_module(read_ahead_sweep.main, SMALL)
+    assert 'record' not in result and 'evidence' not in result and result['changed'] is False
+    assert os.listdir(facts_d) == []
+    check = run_module(read_ahead_sweep.main, dict(SMALL, _ansible_check_mode=True))
+    assert 'record' not in check and 'would record' not in check['msg'] and check['changed'] is False
+
+
+def test_recover_ignores_record(host, facts_d):
+    killed_run(host)
+    result = run_module(read_ahead_sweep.main, {'path': REPO, 'recover': True, 'record': FACT})
+    assert result['changed'] is True and 'record' not in result and os.listdir(facts_d) == []
+
+
+REFUSED = [
+    (_group_writable, 'its directory %s is writable by group or others (mode 0775)' % FACTS_D),
+    (_dir_symlinked, 'its directory %s is a symbolic link (to ' % FACTS_D),
+    (_file_symlink, '%s is a symbolic link (to ' % FACT),
+    (_file_fifo, '%s is a FIFO (named pipe), not a regular file' % FACT),
+    (_file_hardlinked, '%s has 2 hard links' % FACT),
+    (_file_alien, '%s is owned by uid 4242, not root' % FACT),
+]
+
+
+@pytest.mark.parametrize('plant, words', REFUSED, ids=[p.__name__.lstrip('_') for p, w in REFUSED])
+@pytest.mark.parametrize('check', [False, True], ids=['run', 'check'])
+def test_an_unsafe_record_target_fails_before_measuring(host, facts_d, no_measuring, plant, words, check):
+    plant(host)
+    before = tree_checksum(host.root)
+    result = run_module(read_ahead_sweep.main, dict(RECORDED, _ansible_check_mode=check), failed=True)
+    assert result['changed'] is False and result['results'] == []
+    assert result['msg'].startswith('the sweep record %s cannot be written: ' % FACT)
+    assert words in result['msg'] and result['msg'].endswith('The sweep did not start; nothing was changed.')
+    assert tree_checksum(host.root) == before and ra(host) == 4096
+
+
+def test_a_target_made_unsafe_during_the_sweep_is_not_written(host, facts_d, monkeypatch):
+    real_run = sweep.run
+
+    def run_then_plant(the_plan, hooks=None):
+        result = real_run(the_plan, Volume(host).hooks())
+        _file_symlink(host)  # planted while the sweep measured
+        return result
+
+    monkeypatch.setattr(sweep, 'run', run_then_plant)
+    result = run_module(read_ahead_sweep.main, RECORDED, failed=True)
+    assert result['msg'].startswith('the sweep recommends 32 KiB (dm-0 was restored to 4096 KiB), but the record '
+                                    'was not written: the sweep record %s cannot be written: %s is a symbolic link'
+                                    % (FACT, FACT))
+    assert result['recommended_kb'] == 32 and result['restored'] is True and len(result['results']) == 4
+    assert os.path.islink(host.path(FACT)) and host.read('/srv/victim') == 'keep\n' and ra(host) == 4096
