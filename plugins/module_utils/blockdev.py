@@ -61,23 +61,10 @@ class LvsFailed(BlockDeviceError):
     """lvs exited with an error (lvs_read_ahead)."""
 
 
-class HostSnapshot(str):
-    """A ``root`` for one run that reads the udev database, mountinfo and stable identities once.
-
-    Every function here takes it where it takes ``root`` (it is the root path). udev_db,
-    mounts, stable_id_report, dm_info and majmin remember what they read through it, so that the steps of a
-    run (resolving, planning, conflicts, the tuned profile) see one state of the host and do
-    not read it again. Values a run changes (read_ahead_kb) are read from sysfs every time.
-    """
-
-    def __new__(cls, root):
-        self = str.__new__(cls, root)
-        self.memo = {}
-        return self
-
-
 def _once(root, key, read):
-    """``read()``, remembered in ``root`` when it is a HostSnapshot."""
+    """``read()``, remembered in ``root`` when it keeps a memo (the run's host.Host, the one model of the host):
+    udev_db, mounts, stable_id_report, dm_info and majmin read their source once per run through it. A plain root
+    path reads every time."""
     memo = getattr(root, 'memo', None)
     if memo is None:
         return read()
@@ -434,7 +421,13 @@ def whole_disks_checked(root):
 
 
 def read_ahead_kb(root, name):
-    value = _read_attr(os.path.join(device_dir(root, name), 'queue', 'read_ahead_kb'))
+    """The device's read_ahead_kb now; once per run only in a run that changes nothing (a read-only host.Host),
+    because the modules that set it read it again after each write."""
+    path = os.path.join(device_dir(root, name), 'queue', 'read_ahead_kb')
+    if getattr(root, 'read_only', False):
+        value = _once(root, ('read_ahead_kb', name), lambda: _read_attr(path))
+    else:
+        value = _read_attr(path)
     return int(value) if value and re.match(r'^[0-9]+$', value) else None
 
 

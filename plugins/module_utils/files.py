@@ -76,6 +76,21 @@ def read_text(path):
     return None if data is None else to_native_text(data)
 
 
+def host_text(root, path, static=False):
+    """``read_text`` of the target path ``path`` under ``root``, read once per run where ``root`` keeps a memo (a
+    ``host.Host``): a file the collection never writes (``static``: tuned's main configuration, the stock
+    profiles, the kernel's release) in every run, and every file in a run that changes nothing (``root.read_only``:
+    tuning_facts). A run that changes the host reads again what it may have changed. An unreadable file is not
+    remembered: the error is raised each time."""
+    memo = getattr(root, 'memo', None)
+    if memo is None or not (static or getattr(root, 'read_only', False)):
+        return read_text(root_path(root, path))
+    key = ('text', path)
+    if key not in memo:
+        memo[key] = read_text(root_path(root, path))
+    return memo[key]
+
+
 def managed_header(owner, purpose, comment='#'):
     """Lines that say the file is owned by ``owner`` and must not be edited by hand."""
     return [

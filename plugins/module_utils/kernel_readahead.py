@@ -33,7 +33,7 @@ __metaclass__ = type
 import os
 import re
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read_text
+from ansible_collections.aemops.os_tuning.plugins.module_utils.files import host_text
 
 VM_READAHEAD_KB = 128
 IO_OPT_RULE_FROM = (5, 10)
@@ -43,7 +43,7 @@ OSRELEASE = '/proc/sys/kernel/osrelease'
 
 def _read(root, path):
     try:
-        text = read_text(os.path.join(root, path.lstrip('/')))
+        text = host_text(root, path, static=True)  # the running kernel's release: fixed for the boot
     except (IOError, OSError):
         return None
     return None if text is None else text.strip()

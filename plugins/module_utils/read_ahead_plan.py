@@ -5,13 +5,11 @@
 
 """What the read_ahead module does, as ``plan(snapshot, params)`` and ``apply(plan, ...)``.
 
-:class:`Snapshot` caches what one run reads of the host: its ``root`` is a blockdev.HostSnapshot,
-so the udev database, mountinfo and the stable identities are read once whatever step asks;
-the rules file, the other files that set read-ahead, the LVM values (lvs) and tuned's answers
-(active profiles, version, child profile, daemon) are asked for once here. Not everything is
-read once: the tuned functions behind those answers (child_state, plan_child, effective_units)
-read tuned's own files (active_profile, tuned-main.conf, the profiles) again each time, and
-sysfs values a run changes (read_ahead_kb) are read every time. :func:`plan` decides
+The snapshot is the run's ``host.Host``, the one model of the host: the udev database, mountinfo, the stable
+identities, the rules file, the other files that set read-ahead, the LVM values (lvs), tuned's answers and the
+files the collection never writes (tuned's main configuration and stock profiles) are read once whatever step
+asks. Read again: tuned's state files (active_profile, profile_mode, the pid) by the tuned functions that plan
+and activate the child, and the sysfs values a run changes (read_ahead_kb). :func:`plan` decides
 everything from it, validates everything before the first write and changes nothing; the
 plan is not changed afterwards. :func:`apply` makes the changes, undoes what it can when one
 fails, and reads the values back.
@@ -44,61 +42,6 @@ class ApplyError(Exception):
     def __init__(self, msg, **extra):
         Exception.__init__(self, msg)
         self.extra = extra
-
-
-class Snapshot(object):
-    """The host as one run of the read_ahead module sees it: each of the methods below reads its source at most
-    once per run (the tuned functions they call may read tuned's files again; see the module's docstring).
-
-    ``run`` and ``which`` are the module's run_command and get_bin_path; only read-only
-    commands run here (lvs, tuned-adm --version).
-    """
-
-    def __init__(self, root, run, which):
-        self.root = blockdev.HostSnapshot(root)
-        self.run = run
-        self.which = which
-        self._memo = {}
-
-    def _once(self, key, read):
-        if key not in self._memo:
-            self._memo[key] = read()
-        return self._memo[key]
-
-    def rules(self, rules_path):
-        """(text, rules, baselines) of the rules file; raises RulesFileError or FileError."""
-        def read():
-            text = files.read_owned(files.root_path(self.root, rules_path), rules_path)
-            return (text,) + tuple(udev_rules.parse(text, rules_path))
-        return self._once(('rules', rules_path), read)
-
-    def file_conflicts(self, rules_path):
-        """Other udev rules and rc.local lines that set read-ahead (udev_rules.file_conflicts)."""
-        return self._once(('file_conflicts', rules_path), lambda: udev_rules.file_conflicts(self.root, rules_path))
-
-    def lvs(self, vg, lv, name):
-        """(blockdev.lvs_read_ahead for the LV, None) or (None, why it failed); None without lvs."""
-        def read():
-            lvs = self.which('lvs')
-            if not lvs:
-                return None
-            try:
-                return blockdev.lvs_read_ahead(self.run, lvs, vg, lv, name), None
-            except blockdev.BlockDeviceError as e:
-                return None, str(e)
-        return self._once(('lvs', vg, lv), read)
-
-    def active_profiles(self):
-        return self._once('active_profiles', lambda: tuned.active_profiles(self.root))
-
-    def tuned_version(self):
-        return self._once('tuned_version', lambda: tuned.installed_version(self.run, self.which, self.root)[1])
-
-    def tuned_running(self):
-        return self._once('tuned_running', lambda: tuned.daemon_running(self.root))
-
-    def child_state(self):
-        return self._once('child_state', lambda: tuned.child_state(self.root))
 
 
 # -- parameters ---------------------------------------------------------------------------------

@@ -5,11 +5,11 @@
 
 """What the thp module does, as ``plan(snapshot, params)`` and ``apply(plan, ...)``.
 
-:class:`Snapshot` caches what one run reads of the host: the THP sysfs values, tuned, the THP
-baseline file, the running and the configured kernel command line, the boot loader facts and
-the tuned child profile, each asked for at most once and only when the run needs it. Not
-everything is read once: tuned.no_profile_reason and tuned.plan_child read tuned's files
-(active_profile, tuned-main.conf, the profiles) again. :func:`plan` decides
+The snapshot is the run's ``host.Host``, the one model of the host: the THP sysfs values, tuned, the THP
+baseline file, the running and the configured kernel command line, the boot loader facts, the tuned child
+profile and the files the collection never writes, each read at most once and only when the run needs it.
+Read again: tuned's state files by tuned.no_profile_reason and tuned.plan_child, and the boot files by the
+bootloader's edits and checks. :func:`plan` decides
 everything from it and changes nothing; the plan it returns is not changed afterwards.
 :func:`apply` carries it out and reads the values back.
 """
@@ -37,56 +37,6 @@ class ApplyError(Exception):
     def __init__(self, msg, **extra):
         Exception.__init__(self, msg)
         self.extra = extra
-
-
-class Snapshot(object):
-    """The host as one run of the thp module sees it: each of the methods below reads its source at most once per
-    run (the tuned functions the plan calls besides may read tuned's files again; see the module's docstring).
-
-    ``run`` and ``which`` are the module's run_command and get_bin_path. Only read-only
-    commands run here (tuned-adm --version, rpm -q grubby, grubby --info, grub2-editenv list).
-    """
-
-    def __init__(self, root, run, which):
-        self.root = root
-        self.run = run
-        self.which = which
-        self._memo = {}
-
-    def _once(self, name, read):
-        if name not in self._memo:
-            self._memo[name] = read()
-        return self._memo[name]
-
-    def state(self):
-        """thp.read_state (raises thp.ThpError without THP)."""
-        return self._once('state', lambda: thp.read_state(self.root))
-
-    def tuned(self):
-        """(tuned-adm path or None, tuned version or None)."""
-        return self._once('tuned', lambda: tuned.installed_version(self.run, self.which, self.root))
-
-    def active_profiles(self):
-        return self._once('active_profiles', lambda: tuned.active_profiles(self.root))
-
-    def child_state(self):
-        return self._once('child_state', lambda: tuned.child_state(self.root))
-
-    def baseline_text(self):
-        """The THP baseline file's text or None (raises files.FileError when it is not a regular file)."""
-        return self._once('baseline_text', lambda: files.read_owned(
-            files.root_path(self.root, thp.BASELINE_FILE), thp.BASELINE_FILE))
-
-    def running(self):
-        """The value of transparent_hugepage= on /proc/cmdline."""
-        return self._once('running', lambda: bootloader.running(self.root, KEY))
-
-    def boot_facts(self):
-        return self._once('boot_facts', lambda: bootloader.detect(self.root, self.which))
-
-    def configured(self):
-        """bootloader.configured for transparent_hugepage (raises bootloader.BootloaderError)."""
-        return self._once('configured', lambda: bootloader.configured(self.root, self.boot_facts(), KEY, self.run))
 
 
 def resolve_persist(snap, requested, warnings):
@@ -119,7 +69,7 @@ def resolve_persist(snap, requested, warnings):
 def read_baseline(snap, state, warnings):
     """(baseline file text, the recorded baseline or None); PlanError when it cannot be used."""
     try:
-        text = snap.baseline_text()
+        text = snap.thp_baseline_text()
     except files.FileError as e:
         raise PlanError(str(e), warnings)
     records, errors = files.parse_baselines(text)
@@ -166,7 +116,7 @@ def _wanted(params, state, baseline, warnings):
 
 def _plan_cmdline(snap, present, persist, baseline, value, warnings):
     """(cmdline result, boot loader plan or None)."""
-    cmdline = {'managed': False, 'method': None, 'reason': None, 'running': snap.running()}
+    cmdline = {'managed': False, 'method': None, 'reason': None, 'running': snap.running_thp()}
     if not (('cmdline' in persist and present)
             or (not present and baseline is not None and baseline.get('cmdline_managed'))):
         return cmdline, None
@@ -194,7 +144,7 @@ def _plan_baseline(snap, present, state, baseline, baseline_text, boot_plan):
         record['cmdline_managed'] = boot_plan is not None
         record['cmdline'] = None
         if boot_plan is not None:
-            values = [v for v in snap.configured().values() if v is not None]
+            values = [v for v in snap.configured_thp().values() if v is not None]
             record['cmdline'] = values[0] if values else None
         return render_baseline(record), record
     if not present:
@@ -242,7 +192,7 @@ def _reboot_required(snap, boot_plan, cmdline):
     if snap.boot_facts()['method'] == 'none':
         return False
     try:
-        configured = snap.configured()
+        configured = snap.configured_thp()
     except bootloader.BootloaderError:
         configured = {}
     return any(v != cmdline['running'] for v in configured.values())
@@ -269,7 +219,7 @@ def plan(snap, params):
     warnings = []
     present = params['state'] == 'present'
     try:
-        state = snap.state()
+        state = snap.thp_state()
     except thp.ThpError as e:
         raise PlanError(str(e), warnings)
     tuned_adm, version = snap.tuned()

@@ -40,7 +40,7 @@ import os
 import re
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils.compliance import CHILD_PROFILE
-from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read_text, root_path
+from ansible_collections.aemops.os_tuning.plugins.module_utils.files import host_text, read_text, root_path
 
 ACTIVE_PROFILE_FILE = '/etc/tuned/active_profile'
 PROFILE_MODE_FILE = '/etc/tuned/profile_mode'
@@ -150,7 +150,7 @@ def installed_version(run, which, root=None):
 
 def daemon_running(root):
     """Whether tuned's daemon runs: its pid file names a live process."""
-    pid = (read_text(root_path(root, PID_FILE)) or '').strip()
+    pid = (host_text(root, PID_FILE) or '').strip()
     return bool(pid) and os.path.exists(root_path(root, '/proc/%s' % pid))
 
 
@@ -173,7 +173,7 @@ def no_profile_reason(root):
     A tuned that is stopped but enabled still applies its active profiles at the next start (at boot,
     after udev): the child is activated for it as before. No active_profile file: tuned was never set up.
     """
-    active = read_text(root_path(root, ACTIVE_PROFILE_FILE))
+    active = host_text(root, ACTIVE_PROFILE_FILE)
     if active is not None and not active.split():
         return 'tuned runs no profile (tuned-adm off: %s is empty)' % ACTIVE_PROFILE_FILE
     if active is not None and not daemon_running(root) \
@@ -396,7 +396,7 @@ def check_every_parser(text, path):
 
 def profile_dirs(root):
     """Profile directories, lowest precedence first."""
-    text = read_text(root_path(root, MAIN_CONF)) or ''
+    text = host_text(root, MAIN_CONF, static=True) or ''  # the collection never writes it
     for line in text.splitlines():
         m = re.match(r'^\s*profile_dirs\s*=\s*(.+?)\s*$', line)
         if m:
@@ -429,18 +429,18 @@ def find_profile(root, name):
 
 def active_profiles(root):
     """The active profile names (tuned merges a space-separated list, last wins)."""
-    text = read_text(root_path(root, ACTIVE_PROFILE_FILE)) or ''
+    text = host_text(root, ACTIVE_PROFILE_FILE) or ''
     return text.split()
 
 
 def profile_mode(root):
-    text = read_text(root_path(root, PROFILE_MODE_FILE))
+    text = host_text(root, PROFILE_MODE_FILE)
     return text.strip() if text else None
 
 
 def post_loaded_profile(root):
     """The post-loaded profile (tuned >= 2.14), or None; tuned merges it after the active list."""
-    text = (read_text(root_path(root, POST_LOADED_PROFILE_FILE)) or '').strip()
+    text = (host_text(root, POST_LOADED_PROFILE_FILE) or '').strip()
     return text or None
 
 
@@ -505,7 +505,8 @@ def load_profiles(root, names, version=None, texts=None):
             raise TunedProfileError('tuned profile %s was not found in %s%s.'
                                     % (name, ', '.join(profile_dirs(root)), hint))
         processed.append(path)
-        text = texts[path] if texts and path in texts else read_text(root_path(root, path))
+        # A stock profile (outside /etc) is never written by the collection: read once per run.
+        text = texts[path] if texts and path in texts else host_text(root, path, static=not path.startswith('/etc/'))
         sections = parse_conf(text, path, version)
         skipped_includes = []
         for section, options in sections:

@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 
-"""Unit tests for module_utils/read_ahead_plan.py and blockdev.HostSnapshot.
+"""Unit tests for module_utils/read_ahead_plan.py and the host model (host.Host) it plans from.
 
 The host is fakehost.nitro_host: root on nvme0n1p1, the AEM repository on an LV (dm-0) over
 nvme1n1, without tuned. ``lvs`` answers "auto"; no other command may run while planning.
@@ -17,7 +17,7 @@ import copy
 
 import pytest
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files, read_ahead_plan, udev_rules
+from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files, host as host_model, read_ahead_plan, udev_rules
 from fakehost import HostReads, nitro_host, tree_checksum
 
 REPO = '/opt/aem/crx-quickstart/repository'
@@ -72,7 +72,7 @@ def count_reads(monkeypatch):
 def make_plan(host, tools, **kw):
     p = params(**kw)
     kb, warnings = read_ahead_plan.validate(p)
-    return read_ahead_plan.plan(read_ahead_plan.Snapshot(host.root, tools.run, tools.which), p, False, kb, warnings)
+    return read_ahead_plan.plan(host_model.Host(host.root, tools.run, tools.which), p, False, kb, warnings)
 
 
 def test_a_run_on_an_lv_reads_the_udev_database_and_mountinfo_once(host, monkeypatch):
@@ -89,7 +89,7 @@ def test_without_a_snapshot_blockdev_reads_every_time(host, monkeypatch):
     blockdev.udev_db(host.root, 'dm-0')
     blockdev.udev_db(host.root, 'dm-0')
     assert counts['udev'] == 2
-    snap = blockdev.HostSnapshot(host.root)
+    snap = host_model.Host(host.root)
     first = blockdev.udev_db(snap, 'dm-0')
     first[0]['DM_UUID'] = 'changed by a caller'
     assert blockdev.udev_db(snap, 'dm-0')[0]['DM_UUID'] == 'LVM-' + 'x' * 64
@@ -216,9 +216,9 @@ def test_strict_kb_refuses(value):
 def test_the_snapshot_reads_each_of_its_sources_once(host, monkeypatch):
     # With tuned's profile active the plan asks several times, in resolving, planning the udev rules and the
     # tuned child, and checking conflicts, for the rules file, the child profile and profile_mode
-    # (tuned.child_state), lvs, mountinfo and the LV's udev entry: the Snapshot (and its HostSnapshot) reads each
-    # once. tuned's own files (active_profile, tuned-main.conf, the profiles) are still read again by the tuned
-    # functions behind it (issue 21), so they are not counted here. The rules file is read once and opened once
+    # (tuned.child_state), lvs, mountinfo and the LV's udev entry: the host model (host.Host) reads each once.
+    # tuned's state files (active_profile, the pid) are still read again by the tuned functions behind it, so they
+    # are not counted here (test_read_ahead.py counts a whole run). The rules file is read once and opened once
     # more, for its inode flags (files.check_owned_target: immutable or append-only) before the write.
     host.add_tuned()
     host.write(udev_rules.RULES_FILE, udev_rules.render({'ATTRS{serial}=="vol0rootrootrootroot"': 32}, {}))

@@ -33,7 +33,8 @@ from ansible_collections.aemops.os_tuning.plugins.module_utils import files, thp
 from ansible_collections.aemops.os_tuning.plugins.modules import thp as thp_module
 from ansible_collections.aemops.os_tuning.tests.unit.utils import Env
 from fakehost import (
-    GRUBBY_VERSIONS, OS_RELEASE, THP_DIR, THP_DIR_RHEL6, FakeHost, FakeTools, deny_run_dir, fixture, tree_checksum,
+    GRUBBY_VERSIONS, OS_RELEASE, THP_DIR, THP_DIR_RHEL6, FakeHost, FakeTools, HostReads, deny_run_dir, fixture,
+    tree_checksum,
 )
 
 BASELINE = thp.BASELINE_FILE
@@ -1033,3 +1034,29 @@ def test_an_empty_persist_entry_is_named(el8):
     before = tree_checksum(el8.root)
     assert el8.fail(dict(APPLY, persist=['tuned', '']))['msg'].startswith('persist[1] is an empty string')
     assert tree_checksum(el8.root) == before
+
+
+def test_one_run_reads_what_it_does_not_change_once(el8, monkeypatch):
+    # One apply run on RHEL 8 with tuned: what is read of the host more than once, written out. tuned's main
+    # configuration and the stock profiles, which the collection never writes, are read once through the plan's
+    # host model, host.Host (files.host_text); before, tuned-main.conf was read 5 times. Left (issue 21): the THP
+    # attributes, read for the plan, after the write and for the read-back; the boot files, which bootloader.py reads
+    # to plan, to edit and to check what grubby wrote; tuned's active_profile, profile_mode and pid, read again when
+    # the child is activated; tuned-main.conf once more where the module names the child profile's lock, before the
+    # run's snapshot exists (main: tuned.child_profile_path).
+    reads = HostReads(el8.root, monkeypatch)
+    el8.run(APPLY)
+    more = reads.more_than_once()
+    assert dict((p, n) for p, n in more.items() if not p.startswith('/boot/loader/entries/')) == {
+        '/etc/default/grub': 5,
+        '/etc/kernel/cmdline': 2,
+        '/etc/tuned/active_profile': 4,
+        '/etc/tuned/profile_mode': 2,
+        '/etc/tuned/tuned-main.conf': 2,
+        '/proc/cmdline': 2,
+        '/run/tuned/tuned.pid': 2,
+        '/sys/kernel/mm/transparent_hugepage/defrag': 3,
+        '/sys/kernel/mm/transparent_hugepage/enabled': 3,
+        '/sys/kernel/mm/transparent_hugepage/khugepaged/defrag': 3,
+    }
+    assert sorted(set(n for p, n in more.items() if p.startswith('/boot/loader/entries/'))) == [3]
