@@ -149,8 +149,10 @@ _ASCII_DIGITS = re.compile(r'^[0-9]+$')
 
 
 def normalise_intent(intent):
-    """The intent with typed values. Templating may hand over ``'32'`` or ``'True'`` as text (ansible-core
-    before 2.19 renders to strings); only ASCII digits make a number, and a boolean is never one."""
+    """The intent with ``read_ahead_kb`` and the sweep's values typed. tuning_facts declares every other key's type
+    (its INTENT_SPEC); these two are raw, because each may be a number or a word: ``read_ahead_kb`` a number of KiB
+    (``'32'`` as text of ASCII digits is one; a boolean never is), ``auto``, or none (the default); the sweep's
+    ``values`` a list, or none for the page-size default. The volume's 0 means the volume type's default."""
     result = dict(intent)
     kb = result.get('read_ahead_kb')
     if isinstance(kb, STRING_TYPES) and _ASCII_DIGITS.match(kb):
@@ -158,20 +160,9 @@ def normalise_intent(intent):
     elif isinstance(kb, STRING_TYPES) and kb.strip().lower() == AUTO:
         result['read_ahead_kb'] = AUTO
     elif isinstance(kb, STRING_TYPES) and kb.strip().lower() in ('', 'none'):
-        result['read_ahead_kb'] = None  # not given: default_read_ahead (ansible-core before 2.19 renders none as text)
+        result['read_ahead_kb'] = None  # not given: default_read_ahead
     if isinstance(result.get('sweep'), dict):
         result['sweep'] = _normalise_sweep(result['sweep'])
-    elif result.get('sweep') == '':
-        result['sweep'] = None  # ansible-core before 2.19 renders none in a mapping as ''
-    for key in ('underlying', 'may_sweep'):
-        value = result.get(key)
-        if isinstance(value, STRING_TYPES):
-            result[key] = value.strip().lower() in ('1', 'true', 'yes', 'on')
-    if result.get('sweep_record') == '':
-        result['sweep_record'] = None
-    for key in ('paths', 'candidates', 'devices', 'thp_persist', 'thp_persist_effective'):
-        if result.get(key) in ('', None):
-            result[key] = [] if key != 'thp_persist_effective' else None
     return result
 
 
@@ -343,8 +334,8 @@ def _resolved_knobs(knobs, resolved):
 
 
 def recorded_sweep(facts, intent, resolved, text):
-    """Whether the sweep result an earlier apply run recorded on the host (``text``, the JSON the role wrote to
-    ``intent['sweep_record']``, or None when there is no such file) holds for this run.
+    """Whether the sweep result an earlier apply run recorded on the host (``text``, the JSON read_ahead_sweep wrote to
+    ``intent['sweep_record']``: sweep_record.evidence, or None when there is no such file) holds for this run.
 
     It holds when it chose a valid value, was measured with this run's sweep settings (``intent['sweep']``), on
     the first repository path of this run, and on the device that governs it now (the same stable identity: a
@@ -408,6 +399,49 @@ def recorded_sweep_messages(intent, recorded):
                 'never do); it checks against %s KiB, recorded by the sweep of %s (%s) at %s. %s'
                 % (record['recommended_kb'], record.get('device', '?'), record.get('path', '?'),
                    record.get('taken', '?'), record.get('why', ''))]
+
+
+def may_sweep(intent, check_mode):
+    """Whether this run may sweep the live device: an apply run (``intent['mode']``) of state present, outside
+    check mode. Audit mode and check mode never do: a sweep changes the device's read-ahead while it measures."""
+    return intent.get('mode') == 'apply' and intent.get('state', 'present') == 'present' and not check_mode
+
+
+def read_ahead_choice(intent, default, recorded, knobs=None):
+    """The read-ahead this run applies and verifies, decided once, before any change: a dict with ``kb`` (None while
+    a sweep of this run is to choose it, and with state absent), ``source`` (``given``, ``default``, ``recorded``,
+    ``sweep`` or None), ``why``, ``auto``, ``may_sweep``, ``sweep`` (whether this run sweeps), ``knobs`` (what the
+    sweep measures, with the values resolved, or None) and ``evidence`` (the recorded sweep it uses, or None).
+
+    ``intent`` is the normalised intent as given (``read_ahead_kb`` still ``auto``), with ``may_sweep`` set;
+    ``default`` is with_default's answer (None where a value or auto was given); ``recorded`` is recorded_sweep's
+    (None where there is no record to read). An apply run sweeps where no recorded result holds, or where one
+    holds and ``sweep_force`` asks to measure again."""
+    auto = is_auto(intent)
+    choice = {'kb': None, 'source': None, 'why': '', 'auto': auto, 'may_sweep': bool(intent.get('may_sweep')),
+              'sweep': False, 'knobs': None, 'evidence': None}
+    if intent.get('state', 'present') != 'present':
+        return dict(choice, why='state absent: each device goes back to the read-ahead recorded before the first run')
+    if default is not None:
+        return dict(choice, kb=default['kb'], source='default', why=default['why'])
+    if not auto:
+        kb = intent.get('read_ahead_kb')
+        return dict(choice, kb=kb, source='given', why='%s KiB: aem_tuning_read_ahead_kb' % (kb,))
+    usable = bool(recorded and recorded['usable'])
+    if choice['may_sweep'] and (intent.get('sweep_force') or not usable):
+        why = ('aem_tuning_sweep_force: true measures again' if usable else
+               'no recorded result holds: %s' % recorded['why'] if recorded else 'no sweep result is recorded')
+        return dict(choice, source='sweep', sweep=True, knobs=knobs,
+                    why='auto: this run sweeps the live device and applies the value it recommends (%s)' % why)
+    if usable:
+        record = recorded['record']
+        force = ' (aem_tuning_sweep_force: true measures again)' if choice['may_sweep'] else ''
+        why = ('auto: %s KiB, recorded by the sweep of %s at %s; it holds (the same settings, path and device), so no '
+               'sweep%s' % (record['recommended_kb'], record.get('device', '?'), record.get('taken', '?'), force))
+        return dict(choice, kb=record['recommended_kb'], source='recorded', evidence=dict(record, source='recorded'),
+                    why=why)
+    return dict(choice, why='auto: no recorded result holds (%s), and this run may not sweep'
+                            % (recorded['why'] if recorded else 'none is recorded'))
 
 
 def choose_targets(paths, candidates, path_facts):

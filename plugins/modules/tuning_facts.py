@@ -38,46 +38,123 @@ options:
     description:
       - What the caller (the C(aem_tuning) role) wants of the host. When given, the module resolves the targets,
         checks every value that the C(read_ahead) and C(thp) modules would refuse, and fails naming each one,
-        before anything is written (the snapshot included). It also returns C(compliance) with the misses.
-      - Keys (all optional) C(state) (V(present) or V(absent)), C(read_ahead_kb), C(paths) (given repository
-        paths; when empty, the first of C(candidates) that exists is the target), C(candidates), C(devices),
-        C(underlying), C(thp), C(thp_defrag), C(thp_persist), and C(thp_persist_effective) (what the C(thp)
-        module reported it persists, for the command-line check).
-      - C(read_ahead_kb) not given (or null) means 32 KiB, or the page size of the host's kernel where that is
-        larger (64 KiB on RHEL 9 C(kernel-64k) and RHEL 8 on aarch64); the returned C(plan) says which,
-        and why.
-      - C(read_ahead_kb) may be V(auto) (the role chooses it with M(aemops.os_tuning.read_ahead_sweep) later in
-        the run); then C(sweep) holds the sweep's settings (also given, and checked, with the number a recorded
-        sweep chose) (C(values), C(readers), C(duration), C(size_mb),
-        C(tolerance_pct), C(volume_type), C(volume_size_gb), C(iops), C(throughput_mibps); 0 or empty for the
-        volume type's default), checked here like every other value, and the read-ahead value is left out of
-        the misses (persistence is still checked).
-      - With V(auto), C(sweep_record) names the file where an earlier apply run of the role recorded its sweep's
-        result (JSON with C(recommended_kb), C(knobs), C(path), C(device), C(stable_id) and more). When that result holds
-        (a valid value, measured with the same C(sweep) settings, on the first target path, on the device with the
-        same stable identity that governs it now), its value is validated and checked in place of V(auto), and
-        C(plan.recorded_sweep) returns C(usable), C(why) it does not hold, and the C(record). With C(may_sweep)
-        false (audit and check mode) a result that does not hold is an error, and one that holds is used with a
-        warning.
+        having changed nothing. It also returns C(plan), with the read-ahead the run applies
+        (C(plan.read_ahead)), and C(compliance) with the misses.
     type: dict
+    suboptions:
+      state:
+        description: V(present) to tune, V(absent) to back out.
+        type: str
+        choices: [present, absent]
+        default: present
+      mode:
+        description:
+          - The role's C(aem_tuning_mode). Only V(apply), of state V(present) and outside check mode, may sweep the live
+            device (C(plan.read_ahead.may_sweep)).
+        type: str
+        choices: [apply, audit]
+        default: audit
+      read_ahead_kb:
+        description:
+          - A whole number of KiB (text of ASCII digits is taken as one), V(auto), or not given.
+          - Not given (or null) means 32 KiB, or the page size of the host's kernel where that is larger (64 KiB on
+            RHEL 9 C(kernel-64k) and RHEL 8 on aarch64); C(plan.read_ahead) says which, and why.
+          - V(auto) leaves the value to M(aemops.os_tuning.read_ahead_sweep); O(intent.sweep) then holds its settings,
+            checked here like every other value (also where a recorded result is used). The read-ahead value is left
+            out of the misses (persistence is still checked) until one is chosen.
+        type: raw
+      sweep:
+        description:
+          - With V(auto), the sweep's settings (the role's C(aem_tuning_sweep_*) and C(aem_tuning_volume_*)); 0 or
+            null for the volume type's default. Checked by the collection's rules (C(module_utils/compliance.py)).
+        type: dict
+        suboptions:
+          values:
+            description: The values to measure (a list), or null for the default of the host's page size.
+            type: raw
+          readers:
+            description: Concurrent readers.
+            type: int
+          duration:
+            description: Seconds per phase.
+            type: int
+          size_mb:
+            description: MiB of scratch file.
+            type: int
+          tolerance_pct:
+            description: The tolerance of the recommendation, in percent.
+            type: float
+          volume_type:
+            description: The EBS volume type, or V(custom).
+            type: str
+          volume_size_gb:
+            description: The volume's size in GiB.
+            type: int
+          iops:
+            description: The volume's IOPS cap.
+            type: int
+          throughput_mibps:
+            description: The volume's throughput cap in MiB/s.
+            type: float
+      sweep_force:
+        description: With V(auto) in an apply run, sweep even where the recorded result holds.
+        type: bool
+        default: false
+      sweep_record:
+        description:
+          - With V(auto), the file where M(aemops.os_tuning.read_ahead_sweep) (its O(aemops.os_tuning.read_ahead_sweep#module:record))
+            recorded an earlier apply run's result (JSON with C(recommended_kb), C(knobs), C(path), C(device),
+            C(stable_id) and more). When that result holds (a valid value, measured with the same O(intent.sweep)
+            settings, on the first target path, on the device with the same stable identity that governs it now),
+            its value is validated and checked in place of V(auto), and C(plan.recorded_sweep) returns C(usable),
+            C(why) it does not hold, and the C(record). Where the run may not sweep (audit and check mode), a
+            result that does not hold is an error, and one that holds is used with a warning.
+        type: path
+      paths:
+        description: Given repository paths; when empty, the first of O(intent.candidates) that exists is the target.
+        type: list
+        elements: path
+        default: []
+      candidates:
+        description: Repository paths to choose from when O(intent.paths) is empty.
+        type: list
+        elements: path
+        default: []
+      devices:
+        description: Block devices to tune besides the repository's.
+        type: list
+        elements: str
+        default: []
+      underlying:
+        description: Also tune the disks beneath each target device.
+        type: bool
+        default: false
+      thp:
+        description: The wanted THP mode.
+        type: str
+      thp_defrag:
+        description: The wanted THP defrag mode.
+        type: str
+      thp_persist:
+        description: Where THP is persisted (V(tuned), V(cmdline)).
+        type: list
+        elements: str
+        default: []
+      thp_persist_effective:
+        description: What the C(thp) module reported it persists, for the command-line check.
+        type: list
+        elements: str
   snapshot:
     description:
-      - Keep the snapshot of the host from before the collection's first change in O(snapshot.path), as an
-        Ansible local fact (JSON). V(present) writes it once, when it does not exist, with mode 0644, creating the
-        directory if needed (recorded in the snapshot, so that V(absent) removes it again when it is empty).
-        V(absent) removes it, and the directories it created.
-      - Written only after O(intent) passed its checks. Returned under C(snapshot) either way.
+      - Read the snapshot of the host from before the collection's first change, which
+        M(aemops.os_tuning.tuning_snapshot) keeps in O(snapshot.path), and return it under C(snapshot) (a damaged
+        or foreign file as C(error), never trusted). This module never writes or removes it.
     type: dict
     suboptions:
       path:
         description: The snapshot file.
         type: path
         default: /etc/ansible/facts.d/aem_tuning_before.fact
-      state:
-        description: V(present) to write it once, V(absent) to remove it, V(query) to only read it.
-        type: str
-        choices: [present, absent, query]
-        default: query
   fail_on_invalid:
     description:
       - With O(intent), fail (having written nothing) when a value is invalid for this host. V(false) lists
@@ -96,7 +173,7 @@ extends_documentation_fragment:
   - aemops.os_tuning.attributes
 attributes:
   check_mode:
-    details: O(snapshot) is only reported, not written or removed, in check mode.
+    details: The module changes nothing in any mode; in check mode O(intent) may not sweep (C(plan.read_ahead)).
   diff_mode:
     support: none
   facts:
@@ -153,7 +230,11 @@ ansible_facts:
         - With O(intent), also C(plan) (C(targets), the chosen repository paths; C(devices), each given device's
           kernel name; C(underlying); C(page_kb); C(sweep_values), the values a sweep measures when none are given
           (the defaults of M(aemops.os_tuning.read_ahead_sweep) for this page size); C(read_ahead_default), with
-          C(kb) and C(why), when the intent gave no C(read_ahead_kb); C(warnings); C(sweep_timeout), the seconds the
+          C(kb) and C(why), when the intent gave no C(read_ahead_kb); C(read_ahead), the read-ahead the run applies, decided
+          once before any change, with C(kb) (null while a sweep of this run is to choose it, and with state absent),
+          C(source) (C(given), C(default), C(recorded), C(sweep) or null), C(why), C(auto), C(may_sweep), C(sweep)
+          (whether this run sweeps), C(knobs) (what it measures, the values resolved) and C(evidence) (the recorded
+          sweep it uses, with C(source=recorded)); C(warnings); C(sweep_timeout), the seconds the
           role gives the read-ahead sweep of the intent's C(sweep) settings (the phases, the scratch file at 10 MiB/s
           and 600 s more), or null without valid ones) and C(compliance) (C(misses), a list of
           C(subject), C(kind), C(message); C(compliant); C(tuned_verify) with C(rc), C(passed), C(failures),
@@ -174,18 +255,48 @@ ansible_facts:
                 no_profile: null}
 '''
 
-import json
 import os
 import sys
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    blockdev, bootloader, compliance, files, kernel_readahead, read_ahead_plan, readers, runstate, sweep, thp, tuned,
-    udev_rules)
+    blockdev, bootloader, compliance, files, host, kernel_readahead, read_ahead_plan, readers, runstate, snapshot_fact,
+    sweep, thp, tuned, udev_rules)
 
 ROOT = '/'
 SKIP_PREFIXES = ('ram', 'zram', 'sr', 'fd')
+
+# The intent's keys and types (the role's aem_tuning_* variables without the prefix; see DOCUMENTATION). Two are raw,
+# because each may be a number or a word (compliance.normalise_intent): read_ahead_kb (a number, auto or none) and the
+# sweep's values (a list, or none for the page-size default).
+SWEEP_SPEC = dict(
+    values=dict(type='raw'),
+    readers=dict(type='int'),
+    duration=dict(type='int'),
+    size_mb=dict(type='int'),
+    tolerance_pct=dict(type='float'),
+    volume_type=dict(type='str'),
+    volume_size_gb=dict(type='int'),
+    iops=dict(type='int'),
+    throughput_mibps=dict(type='float'),
+)
+INTENT_SPEC = dict(
+    state=dict(type='str', choices=['present', 'absent'], default='present'),
+    mode=dict(type='str', choices=['apply', 'audit'], default='audit'),
+    read_ahead_kb=dict(type='raw'),
+    sweep=dict(type='dict', options=SWEEP_SPEC),
+    sweep_force=dict(type='bool', default=False),
+    sweep_record=dict(type='path'),
+    paths=dict(type='list', elements='path', default=[]),
+    candidates=dict(type='list', elements='path', default=[]),
+    devices=dict(type='list', elements='str', default=[]),
+    underlying=dict(type='bool', default=False),
+    thp=dict(type='str'),
+    thp_defrag=dict(type='str'),
+    thp_persist=dict(type='list', elements='str', default=[]),
+    thp_persist_effective=dict(type='list', elements='str'),
+)
 
 
 def block_devices(module, root, rules, errors=None):
@@ -360,7 +471,6 @@ def guarded(errors, what, default, fn, *args):
 
 TUNED_LOG = '/var/log/tuned/tuned.log'
 LOG_TAIL_BYTES = 256 * 1024
-SNAPSHOT_KEYS_LEFT_OUT = ('snapshot', 'plan', 'compliance')
 
 
 def read_tail(path, size):
@@ -401,53 +511,6 @@ def _resolved_knobs(intent, resolved):
     return knobs
 
 
-def read_snapshot(root, path):
-    """The snapshot (a dict), None when absent, or {'error': 'damaged: <path>: <why> ...'} (runstate.read_json)."""
-    data, damage = runstate.read_json(files.root_path(root, path), path, dict)
-    if damage:
-        return {'error': '%s: restore it from backup, or delete it to take a new snapshot.' % damage}
-    return data
-
-
-def write_snapshot(module, root, path, facts, now):
-    """Write the snapshot once; the directories created for it are recorded in it. Returns changed.
-
-    Whatever is at the path already (a snapshot, or a damaged or non-regular file) is kept, never replaced."""
-    if os.path.lexists(files.root_path(root, path)):
-        return False
-    if module.check_mode:
-        return True
-    created, directory = [], os.path.dirname(path)
-    while directory not in ('', '/') and not os.path.isdir(files.root_path(root, directory)):
-        created.insert(0, directory)
-        directory = os.path.dirname(directory)
-    for directory in created:
-        os.mkdir(files.root_path(root, directory), 0o755)
-    content = json.dumps({'taken': now['iso'], 'created_dirs': created,
-                          'os_tuning': dict((k, v) for k, v in facts.items() if k not in SNAPSHOT_KEYS_LEFT_OUT)},
-                         indent=2, sort_keys=True)
-    files.atomic_write(files.root_path(root, path), content + '\n', 0o644, module)
-    return True
-
-
-def remove_snapshot(module, root, path, snapshot):
-    """Remove the snapshot, and the (now empty) directories it recorded creating. Returns changed."""
-    if snapshot is None:
-        return False
-    if module.check_mode:
-        return True
-    files.remove_file(files.root_path(root, path))
-    created = snapshot.get('created_dirs') if isinstance(snapshot.get('created_dirs'), list) else []
-    # Only ancestors of the snapshot, deepest first: a hand-edited list cannot remove other directories.
-    ancestors = [d for d in created if isinstance(d, compliance.STRING_TYPES) and path.startswith(d.rstrip('/') + '/')]
-    for directory in sorted(ancestors, key=len, reverse=True):
-        try:
-            os.rmdir(files.root_path(root, directory))
-        except OSError:
-            break  # not empty, or already gone: keep it and everything above it
-    return True
-
-
 def tuned_verify(module, root, tuned_info):
     """``tuned-adm verify`` with the failures tuned logged for it, or None when no tuned profile is active."""
     tuned_adm = module.get_bin_path('tuned-adm')
@@ -459,10 +522,14 @@ def tuned_verify(module, root, tuned_info):
 
 def check_intent(module, root, facts):
     """(intent, plan): the intent resolved and validated, with the default read-ahead or the recorded sweep's value
-    in place; fail, having changed nothing, on any error. The plan is built once, from what was decided before."""
-    intent = compliance.normalise_intent(module.params['intent'])
-    resolved = resolve_intent(root, intent, facts['paths'])
-    intent, read_ahead_default = compliance.with_default(intent, resolved['page_kb'])
+    in place; fail, having changed nothing, on any error. The plan is built once, from what was decided before; its
+    ``read_ahead`` is the value the run applies (compliance.read_ahead_choice)."""
+    given = compliance.normalise_intent(module.params['intent'])
+    given['may_sweep'] = compliance.may_sweep(given, module.check_mode)
+    if not compliance.is_auto(given):
+        given['sweep'] = None  # the sweep's settings matter only with auto (the role always passes them)
+    resolved = resolve_intent(root, given, facts['paths'])
+    intent, read_ahead_default = compliance.with_default(given, resolved['page_kb'])
     recorded = {}
     record_errors, record_warnings = [], []
     if compliance.is_auto(intent) and intent.get('sweep_record') and intent.get('state', 'present') == 'present':
@@ -472,13 +539,16 @@ def check_intent(module, root, facts):
         record_errors, record_warnings = compliance.recorded_sweep_messages(intent, recorded['recorded_sweep'])
         intent = compliance.with_recorded(intent, recorded['recorded_sweep'])
     errors = resolved['errors'] + record_errors + compliance.validate(facts, intent, resolved)
+    knobs = _resolved_knobs(intent, resolved) if compliance.is_auto(given) else None
     plan = dict(resolved, read_ahead_default=read_ahead_default, errors=errors,
                 warnings=resolved['warnings'] + record_warnings,
-                sweep_timeout=compliance.sweep_timeout(_resolved_knobs(intent, resolved)) if not errors else None,
+                sweep_timeout=compliance.sweep_timeout(knobs) if not errors else None,
+                read_ahead=compliance.read_ahead_choice(given, read_ahead_default,
+                                                        recorded.get('recorded_sweep'), knobs),
                 **recorded)
     if errors and module.params['fail_on_invalid']:
         module.fail_json(msg='nothing was changed: %s' % ' '.join(errors), errors=errors, changed=False,
-                         ansible_facts={'os_tuning': facts})
+                         ansible_facts={'os_tuning': dict(facts, plan=plan)})
     for warning in plan['warnings']:
         module.warn(warning)
     return intent, plan
@@ -495,7 +565,8 @@ def reader_facts(root, facts, plan):
 
 
 def run(module, root):
-    """Gather; with an intent, validate it, then keep the snapshot, verify, and list the misses."""
+    """Gather; with an intent, validate it, verify, and list the misses. Writes nothing (the snapshot is read only:
+    aemops.os_tuning.tuning_snapshot keeps it)."""
     given = module.params['intent'] or {}
     problems = [files.empty_entries('paths', module.params['paths'])]
     problems += [files.empty_entries('intent.%s' % key, given.get(key))
@@ -506,15 +577,9 @@ def run(module, root):
     now = time.time()
     facts = gather(module, root)
     facts['clock'] = {'epoch': now, 'iso': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))}
-    snap = module.params['snapshot'] or {'path': None, 'state': 'query'}
-    facts['snapshot'] = read_snapshot(root, snap['path']) if snap['path'] else None
+    snap = module.params['snapshot'] or {'path': None}
+    facts['snapshot'] = snapshot_fact.read_snapshot(root, snap['path']) if snap['path'] else None
     intent, plan = check_intent(module, root, facts) if module.params['intent'] is not None else (None, None)
-    changed = False
-    if snap['state'] == 'present' and (plan is None or not plan['errors']):
-        changed = write_snapshot(module, root, snap['path'], facts, facts['clock'])
-        facts['snapshot'] = facts['snapshot'] or read_snapshot(root, snap['path'])
-    elif snap['state'] == 'absent':
-        changed = remove_snapshot(module, root, snap['path'], facts['snapshot'])
     verify = tuned_verify(module, root, facts['tuned']) if module.params['verify'] else None
     if plan is not None and intent.get('state', 'present') == 'present':
         facts['readers'] = guarded(facts['errors'], 'readers', None, reader_facts, root, facts, plan)
@@ -525,7 +590,7 @@ def run(module, root):
         facts['compliance'] = {'misses': found, 'compliant': not found, 'tuned_verify': verify}
     elif verify is not None:
         facts['compliance'] = {'misses': None, 'compliant': None, 'tuned_verify': verify}
-    return {'changed': changed, 'ansible_facts': {'os_tuning': facts}}
+    return {'changed': False, 'ansible_facts': {'os_tuning': facts}}
 
 
 def gather(module, root):
@@ -573,16 +638,17 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             paths=dict(type='list', elements='path', default=[]),
-            intent=dict(type='dict'),
+            intent=dict(type='dict', options=INTENT_SPEC),
             snapshot=dict(type='dict', options=dict(
-                path=dict(type='path', default='/etc/ansible/facts.d/aem_tuning_before.fact'),
-                state=dict(type='str', choices=['present', 'absent', 'query'], default='query'))),
+                path=dict(type='path', default=snapshot_fact.DEFAULT_PATH))),
             verify=dict(type='bool', default=False),
             fail_on_invalid=dict(type='bool', default=True),
         ),
         supports_check_mode=True,
     )
-    module.exit_json(**run(module, ROOT))
+    # One state of the host for the whole run: host.Host reads each source once (the module changes nothing, so
+    # nothing it read goes stale).
+    module.exit_json(**run(module, host.Host(ROOT, module.run_command, module.get_bin_path, read_only=True)))
 
 
 if __name__ == '__main__':

@@ -184,6 +184,11 @@ if command -v mkfs.ext4 >/dev/null && mkfs.ext4 -q "/dev/$dev" && mount "/dev/$d
 		"mkdir -m 0700 $RUN; $json_python -c 'import sys; sys.stdout.write(\"[\" * 100000)' >$STATE"
 	run_case "sweep state planted as a FIFO" "is a FIFO (named pipe)" read_ahead_sweep "$SW_ARGS" \
 		"mkdir -m 0700 $RUN; mkfifo $STATE"
+	# The sweep's record: a symlink planted at its path refuses the sweep before it touches the device.
+	mkdir -p "$work/facts"
+	run_case "sweep record over a symlink to a victim" "" read_ahead_sweep \
+		"{\"path\": \"$mnt\", \"sweep\": [32], \"duration\": 1, \"size_mb\": 8, \"record\": \"$work/facts/sweep.fact\"}" \
+		"ln -s $work/victims/passwd $work/facts/sweep.fact"
 	run_case "sweep state of another device" "it records the device" read_ahead_sweep "$SW_ARGS" \
 		"mkdir -m 0700 $RUN; printf '{\"device\": \"$dev\", \"original_kb\": 4096, \"identity\": \"ATTR{loop/backing_file}=/old.img\"}' >$STATE"
 	umount "$mnt"
@@ -194,8 +199,11 @@ fi
 # JSON read back by tuning_facts: the snapshot and the sweep record.
 mkdir -p "$work/facts"
 run_case "snapshot planted as a FIFO" "" tuning_facts \
-	"{\"paths\": [], \"snapshot\": {\"path\": \"$work/facts/fifo.fact\", \"state\": \"query\"}}" "mkfifo $work/facts/fifo.fact"
+	"{\"paths\": [], \"snapshot\": {\"path\": \"$work/facts/fifo.fact\"}}" "mkfifo $work/facts/fifo.fact"
 "$json_python" -c 'import sys; sys.stdout.write("{\"a\":" * 100000)' >"$work/facts/deep.fact"
 run_case "snapshot nested 100,000 levels" "" tuning_facts \
-	"{\"paths\": [], \"snapshot\": {\"path\": \"$work/facts/deep.fact\", \"state\": \"present\"}}" ":"
+	"{\"paths\": [], \"snapshot\": {\"path\": \"$work/facts/deep.fact\"}}" ":"
 run_case "tuning_facts paths: ['']" "paths[0] is an empty string" tuning_facts "{\"paths\": [\"\"]}" ":"
+# The snapshot's writer: a symlink planted where the snapshot goes is never written through (or replaced).
+run_case "tuning_snapshot over a symlink to a victim" "" tuning_snapshot \
+	"{\"path\": \"$work/facts/link.fact\", \"facts\": {\"block_devices\": {}}}" "ln -s $work/victims/notes $work/facts/link.fact"

@@ -250,15 +250,14 @@ def test_none_as_ansible_core_2_16_renders_it_is_not_given(text):
 def test_normalise_takes_ascii_digits_only():
     assert compliance.normalise_intent({'read_ahead_kb': '32'})['read_ahead_kb'] == 32
     assert compliance.normalise_intent({'read_ahead_kb': u'\u0663\u0662'})['read_ahead_kb'] == u'\u0663\u0662'
-    assert compliance.normalise_intent({'underlying': 'False'})['underlying'] is False
-    assert compliance.normalise_intent({'paths': ''})['paths'] == []
+    # The other keys are typed by tuning_facts' declared spec (INTENT_SPEC) before they get here: left as given.
+    assert compliance.normalise_intent({'underlying': 'False'})['underlying'] == 'False'
 
 
-def test_a_number_as_ansible_core_2_16_renders_the_role_intent_has_no_errors():
-    # Before 2.19 the role's intent arrives with every value as text, and none as '' (sweep, sweep_record).
-    intent = compliance.normalise_intent(dict(INTENT, read_ahead_kb='32', sweep='', sweep_record='', may_sweep='False',
-                                              underlying='False'))
-    assert intent['sweep'] is None and intent['sweep_record'] is None and intent['may_sweep'] is False
+def test_a_number_given_as_text_has_no_errors():
+    # read_ahead_kb is raw in the spec (a number, auto or none): text of ASCII digits is a number.
+    intent = compliance.normalise_intent(dict(INTENT, read_ahead_kb='32'))
+    assert intent['read_ahead_kb'] == 32
     assert compliance.validate(compliant(), intent, resolved()) == []
     assert compliance.misses(compliant(), intent, resolved()) == []
 
@@ -594,8 +593,6 @@ def test_apply_mode_may_sweep_so_neither_an_error_nor_a_warning():
     for text in (None, record()):
         intent, found = recorded(text, may_sweep=True)
         assert compliance.recorded_sweep_messages(intent, found) == ([], [])
-    intent = compliance.normalise_intent(dict(auto_intent(), sweep_record='', may_sweep='True'))
-    assert intent['sweep_record'] is None and intent['may_sweep'] is True
 
 
 def test_the_recorded_value_is_what_the_misses_check_against():
@@ -603,3 +600,38 @@ def test_the_recorded_value_is_what_the_misses_check_against():
     facts = compliant()
     assert kinds(compliance.misses(facts, compliance.with_recorded(intent, found), resolved())) == [
         'read_ahead', 'read_ahead', 'tuned_read_ahead']  # dm-0 and nvme1n1 are at 32, the recorded sweep chose 64
+
+
+@pytest.mark.parametrize('mode, state, check_mode, expected', [
+    ('apply', 'present', False, True),
+    ('apply', 'present', True, False),
+    ('audit', 'present', False, False),
+    ('apply', 'absent', False, False),
+    (None, 'present', False, False),
+])
+def test_only_an_apply_run_of_state_present_outside_check_mode_may_sweep(mode, state, check_mode, expected):
+    assert compliance.may_sweep({'mode': mode, 'state': state}, check_mode) is expected
+
+
+USABLE = {'usable': True, 'why': '', 'record': {'recommended_kb': 64, 'device': 'dm-0', 'taken': '2026-12-01T10:00:00Z'}}
+NOT_USABLE = {'usable': False, 'why': 'no apply run recorded one in /f', 'record': None}
+
+
+@pytest.mark.parametrize('intent, default, recorded, expected', [
+    ({'read_ahead_kb': 32}, None, None, (32, 'given', False, None)),
+    ({'read_ahead_kb': 32}, {'kb': 32, 'why': '32 KiB: the default'}, None, (32, 'default', False, None)),
+    ({'read_ahead_kb': 32, 'state': 'absent'}, None, None, (None, None, False, None)),
+    ({'read_ahead_kb': 'auto', 'may_sweep': True}, None, NOT_USABLE, (None, 'sweep', True, None)),
+    ({'read_ahead_kb': 'auto', 'may_sweep': True}, None, None, (None, 'sweep', True, None)),
+    ({'read_ahead_kb': 'auto', 'may_sweep': True}, None, USABLE, (64, 'recorded', False, 'recorded')),
+    ({'read_ahead_kb': 'auto', 'may_sweep': True, 'sweep_force': True}, None, USABLE, (None, 'sweep', True, None)),
+    ({'read_ahead_kb': 'auto', 'may_sweep': False, 'sweep_force': True}, None, USABLE,
+     (64, 'recorded', False, 'recorded')),
+    ({'read_ahead_kb': 'auto', 'may_sweep': False}, None, NOT_USABLE, (None, None, False, None)),
+])
+def test_the_read_ahead_choice(intent, default, recorded, expected):
+    choice = compliance.read_ahead_choice(intent, default, recorded, knobs={'values': [32]})
+    evidence = choice['evidence']['source'] if choice['evidence'] else None
+    assert (choice['kb'], choice['source'], choice['sweep'], evidence) == expected
+    assert choice['knobs'] == ({'values': [32]} if choice['sweep'] else None)
+    assert choice['auto'] is (intent['read_ahead_kb'] == 'auto')

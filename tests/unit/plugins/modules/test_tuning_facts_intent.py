@@ -6,8 +6,9 @@
 
 The fake host and tools are those of test_tuning_facts.py (fakehost.FakeTools answers
 ``tuned-adm verify`` too), plus the lines tuned logs for it. The rules themselves are tested in module_utils/test_compliance.py;
-here: a refused value fails before anything is written, the snapshot is written once (with
-its directory) and removed with that directory, and the misses come back.
+here: a refused value fails with nothing written, the module writes nothing in any mode (the snapshot is only read:
+test_tuning_snapshot.py tests the module that keeps it), the intent is typed, the read-ahead the run applies is decided
+once (plan.read_ahead), and the misses come back.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -23,7 +24,7 @@ from ansible_collections.aemops.os_tuning.plugins.modules import tuning_facts
 from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.test_tuning_facts import (
     LV_UUID, NVME1_SERIAL, REPO, facts_env)
 from ansible_collections.aemops.os_tuning.tests.unit.utils import run_module
-from fakehost import tree_checksum
+from fakehost import HostReads, tree_checksum
 
 SNAPSHOT = '/etc/ansible/facts.d/aem_tuning_before.fact'
 NVME1_LINK = '/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_%s' % NVME1_SERIAL
@@ -61,9 +62,9 @@ def run(args, failed=False):
     ({'devices': ['/dev/disk/by-id/nvme-typo']}, 'aem_tuning_devices: /dev/disk/by-id/nvme-typo is not a block'),
     ({'thp': 'sometimes'}, 'aem_tuning_thp=sometimes is not offered'),
 ])
-def test_a_refused_value_fails_before_the_snapshot_is_written(env, bad, text):
+def test_a_refused_value_fails_with_nothing_written(env, bad, text):
     before = tree_checksum(env.root)
-    result, _facts = run({'intent': intent(**bad), 'snapshot': {'state': 'present'}}, failed=True)
+    result, _facts = run({'intent': intent(mode='apply', **bad), 'snapshot': {}}, failed=True)
     assert text in result['msg'] and result['msg'].startswith('nothing was changed: ')
     assert result['changed'] is False
     assert tree_checksum(env.root) == before
@@ -90,58 +91,32 @@ def test_an_explicit_32_on_a_64k_page_host_is_refused_naming_the_page_size(env, 
     assert 'aem_tuning_read_ahead_kb=32 is not a multiple of the page size (64 KiB)' in result['msg']
 
 
-def test_the_snapshot_is_written_once_and_records_the_directory_it_made(env):
-    result, facts = run({'intent': intent(), 'snapshot': {'state': 'present'}})
-    assert result['changed'] is True
-    data = json.loads(env.host.read(SNAPSHOT))
-    assert data['created_dirs'] == ['/etc/ansible', '/etc/ansible/facts.d']
-    assert data['os_tuning']['paths'][REPO]['read_ahead_kb'] == 4096
-    assert 'snapshot' not in data['os_tuning'] and 'compliance' not in data['os_tuning']
-    assert oct(os.stat(env.host.path(SNAPSHOT)).st_mode & 0o777) == oct(0o644)
-    assert facts['snapshot']['taken'] == data['taken']
-    env.host.write('/sys/block/dm-0/queue/read_ahead_kb', '32\n')
-    result, facts = run({'intent': intent(), 'snapshot': {'state': 'present'}})
-    assert result['changed'] is False
-    assert json.loads(env.host.read(SNAPSHOT)) == data  # written once: still the first run's values
-
-
-def test_check_mode_writes_no_snapshot(env):
+@pytest.mark.parametrize('args', [
+    {'intent': intent(mode='apply'), 'snapshot': {}},
+    {'intent': intent(mode='apply', state='absent'), 'snapshot': {}},
+    {'intent': intent(mode='apply', read_ahead_kb='auto', sweep={
+        'values': [32], 'readers': 1, 'duration': 1, 'size_mb': 64, 'tolerance_pct': 5.0, 'volume_type': 'gp3'})},
+])
+def test_the_facts_module_writes_nothing_in_any_mode(env, args):
+    # Before, an apply run wrote the snapshot (/etc/ansible/facts.d) and a backout removed it: now tuning_snapshot does.
     before = tree_checksum(env.root)
-    result, _facts = run({'intent': intent(), 'snapshot': {'state': 'present'}, '_ansible_check_mode': True})
-    assert result['changed'] is True
-    assert tree_checksum(env.root) == before
-
-
-def test_backout_removes_the_snapshot_and_the_directories_it_made(env):
-    before = tree_checksum(env.root)
-    run({'intent': intent(), 'snapshot': {'state': 'present'}})
-    result, facts = run({'intent': intent(state='absent'), 'snapshot': {'state': 'absent'}})
-    assert result['changed'] is True
-    assert tree_checksum(env.root) == before
-    result, facts = run({'intent': intent(state='absent'), 'snapshot': {'state': 'absent'}})
+    result, _facts = run(args)
     assert result['changed'] is False
-
-
-def test_backout_keeps_a_directory_that_was_there_or_is_not_empty(env):
-    env.host.mkdir('/etc/ansible')
-    run({'intent': intent(), 'snapshot': {'state': 'present'}})
-    env.host.write('/etc/ansible/facts.d/other.fact', '{}\n')
-    run({'intent': intent(state='absent'), 'snapshot': {'state': 'absent'}})
+    assert tree_checksum(env.root) == before
     assert not env.host.exists(SNAPSHOT)
-    assert env.host.exists('/etc/ansible/facts.d/other.fact')
 
 
-def test_a_hand_edited_snapshot_cannot_remove_other_directories(env):
-    env.host.mkdir('/etc/ansible/facts.d')
-    env.host.mkdir('/srv/empty')
-    env.host.write(SNAPSHOT, json.dumps({'taken': 'x', 'os_tuning': {}, 'created_dirs': ['/srv/empty', '/etc']}))
-    run({'intent': intent(state='absent'), 'snapshot': {'state': 'absent'}})
-    assert env.host.exists('/srv/empty') and env.host.exists('/etc/ansible/facts.d')
+def test_the_snapshot_option_only_reads(env):
+    result, _facts = run({'snapshot': {'state': 'present'}}, failed=True)
+    assert 'state' in result['msg'] and 'Unsupported parameters' in result['msg']
+    env.host.write(SNAPSHOT, json.dumps({'taken': '2026-12-01T10:00:00Z', 'created_dirs': [], 'os_tuning': {'a': 1}}))
+    _result, facts = run({'snapshot': {}})
+    assert facts['snapshot'] == {'taken': '2026-12-01T10:00:00Z', 'created_dirs': [], 'os_tuning': {'a': 1}}
 
 
 def test_a_damaged_snapshot_is_reported_not_trusted(env):
     env.host.write(SNAPSHOT, '{not json')
-    _result, facts = run({'snapshot': {'state': 'query'}})
+    _result, facts = run({'snapshot': {}})
     assert facts['snapshot']['error'].startswith('damaged: %s: not valid JSON' % SNAPSHOT)
 
 
@@ -153,9 +128,9 @@ def test_a_damaged_snapshot_is_reported_not_trusted(env):
 def test_a_hostile_snapshot_is_reported_and_kept(env, plant, why):
     env.host.mkdir(os.path.dirname(SNAPSHOT))
     plant(env.host.path(SNAPSHOT))
-    result, facts = run({'snapshot': {'state': 'present'}})
+    result, facts = run({'snapshot': {}})
     assert facts['snapshot']['error'].startswith('damaged: %s: %s' % (SNAPSHOT, why))
-    assert result['changed'] is False  # what is there is kept, never replaced
+    assert result['changed'] is False
 
 
 @pytest.mark.parametrize('plant, why', [
@@ -229,8 +204,9 @@ KNOBS = {'values': [256, 64, 32], 'readers': 4, 'duration': 3, 'size_mb': 256, '
          'volume_type': 'gp3', 'volume_size_gb': 0, 'iops': 0, 'throughput_mibps': 0}
 
 
-def auto(may_sweep=False, **kw):
-    return intent(read_ahead_kb='auto', sweep=dict(KNOBS), sweep_record=SWEEP_FACT, may_sweep=may_sweep, **kw)
+def auto(mode='audit', **kw):
+    kw.setdefault('sweep', dict(KNOBS))
+    return intent(read_ahead_kb='auto', sweep_record=SWEEP_FACT, mode=mode, **kw)
 
 
 def write_record(env, **kw):
@@ -257,14 +233,14 @@ def test_auto_in_audit_mode_checks_against_the_recorded_value_and_warns(env):
 def test_auto_in_audit_mode_fails_before_any_change_when_the_record_is_of_another_device(env):
     write_record(env, stable_id={'key': 'ENV{DM_UUID}', 'value': 'LVM-another'})
     before = tree_checksum(env.root)
-    result, _facts = run({'intent': auto(), 'snapshot': {'state': 'present'}}, failed=True)
+    result, _facts = run({'intent': auto(), 'snapshot': {}}, failed=True)
     assert 'aem_tuning_read_ahead_kb=auto needs a sweep of the live device' in result['msg']
     assert 'another device' in result['msg'] and result['changed'] is False
     assert tree_checksum(env.root) == before
 
 
 def test_auto_in_apply_mode_without_a_record_is_left_to_the_sweep(env):
-    _result, facts = run({'intent': auto(may_sweep=True)})
+    _result, facts = run({'intent': auto(mode='apply')})
     assert facts['plan']['recorded_sweep'] == {
         'usable': False, 'why': 'no apply run recorded one in %s' % SWEEP_FACT, 'record': None}
     assert not [m for m in facts['compliance']['misses'] if m['kind'] == 'read_ahead']
@@ -277,11 +253,11 @@ def test_auto_with_the_default_values_runs_on_a_64k_page_host(env, monkeypatch, 
     before any change, and reported for the role (plan.sweep_values); 8, 16 and 32 would be refused on 64 KiB pages."""
     env.host.use_page_kb(monkeypatch, page_kb)
     knobs = dict(KNOBS, values=None, duration=5, size_mb=1024)
-    _result, facts = run({'intent': intent(read_ahead_kb='auto', sweep=knobs, sweep_record=SWEEP_FACT, may_sweep=True)})
+    _result, facts = run({'intent': intent(read_ahead_kb='auto', sweep=knobs, sweep_record=SWEEP_FACT, mode='apply')})
     assert facts['plan']['errors'] == []
     assert facts['plan']['sweep_values'] == values
     result, _facts = run({'intent': intent(read_ahead_kb='auto', sweep=dict(knobs, values=[4096, 32]),
-                                           sweep_record=SWEEP_FACT, may_sweep=True)}, failed=page_kb == 64)
+                                           sweep_record=SWEEP_FACT, mode='apply')}, failed=page_kb == 64)
     if page_kb == 64:
         assert 'aem_tuning_sweep_values: 32: each value must be a whole number of KiB, a multiple of the 64' in result['msg']
 
@@ -299,7 +275,7 @@ def test_a_record_of_the_default_values_holds_whether_they_were_given_or_not(env
 
 def test_the_plan_holds_the_timeout_the_role_gives_the_sweep(env):
     # 3 values x 2 phases x 3 s, the 256 MiB scratch file at 10 MiB/s (25 s), and 600 s for the rest
-    _result, facts = run({'intent': auto(may_sweep=True)})
+    _result, facts = run({'intent': auto(mode='apply')})
     assert facts['plan']['sweep_timeout'] == 643
     _result, facts = run({'intent': intent(read_ahead_kb=32)})
     assert facts['plan']['sweep_timeout'] is None
@@ -310,7 +286,7 @@ def test_the_timeout_of_the_default_values_counts_the_page_size_defaults(env, mo
     # aem_tuning_sweep_values null: 8 values on 4 KiB pages, 5 on 64 KiB pages, x 2 phases x 3 s, + 25 s + 600 s
     env.host.use_page_kb(monkeypatch, page_kb)
     _result, facts = run({'intent': intent(read_ahead_kb='auto', sweep=dict(KNOBS, values=None), sweep_record=SWEEP_FACT,
-                                           may_sweep=True)})
+                                           mode='apply')})
     assert facts['plan']['sweep_timeout'] == timeout
 
 
@@ -320,6 +296,65 @@ def test_a_backout_with_auto_ignores_the_record(env):
     _result, facts = run({'intent': auto(state='absent')})
     assert 'recorded_sweep' not in facts['plan']
     assert not [w for w in env.warnings if 'sweep' in w]
+
+
+def choice_of(args, failed=False):
+    _result, facts = run(args, failed=failed)
+    ra = facts['plan']['read_ahead']
+    return dict((k, ra[k]) for k in ('kb', 'source', 'auto', 'may_sweep', 'sweep'))
+
+
+def test_the_read_ahead_the_run_applies_is_decided_once_given_or_default(env):
+    assert choice_of({'intent': intent(read_ahead_kb=64)}) == {
+        'kb': 64, 'source': 'given', 'auto': False, 'may_sweep': False, 'sweep': False}
+    assert choice_of({'intent': intent(read_ahead_kb=None, mode='apply')}) == {
+        'kb': 32, 'source': 'default', 'auto': False, 'may_sweep': True, 'sweep': False}
+    assert choice_of({'intent': intent(state='absent', mode='apply')}) == {
+        'kb': None, 'source': None, 'auto': False, 'may_sweep': False, 'sweep': False}
+
+
+def test_auto_sweeps_only_in_an_apply_run_outside_check_mode_without_a_record_that_holds(env):
+    assert choice_of({'intent': auto(mode='apply')}) == {
+        'kb': None, 'source': 'sweep', 'auto': True, 'may_sweep': True, 'sweep': True}
+    _result, facts = run({'intent': auto(mode='apply')})
+    assert facts['plan']['read_ahead']['knobs'] == {
+        'values': [256, 64, 32], 'readers': 4, 'duration': 3, 'size_mb': 256, 'tolerance_pct': 5.0,
+        'volume_type': 'gp3', 'volume_size_gb': None, 'iops': None, 'throughput_mibps': None}
+    # Check mode and audit mode never sweep: without a record that holds they are refused, naming why.
+    result, facts = run({'intent': auto(mode='apply'), '_ansible_check_mode': True}, failed=True)
+    assert 'which this run does not do' in result['msg']
+    assert facts['plan']['read_ahead']['sweep'] is False and facts['plan']['read_ahead']['may_sweep'] is False
+    write_record(env)
+    assert choice_of({'intent': auto(mode='apply')}) == {
+        'kb': 4096, 'source': 'recorded', 'auto': True, 'may_sweep': True, 'sweep': False}
+    assert choice_of({'intent': auto(mode='audit')}) == {
+        'kb': 4096, 'source': 'recorded', 'auto': True, 'may_sweep': False, 'sweep': False}
+    _result, facts = run({'intent': auto()})
+    assert facts['plan']['read_ahead']['evidence']['source'] == 'recorded'
+    assert facts['plan']['read_ahead']['evidence']['recommended_kb'] == 4096
+    # aem_tuning_sweep_force measures again in an apply run, and changes nothing in audit mode.
+    assert choice_of({'intent': auto(mode='apply', sweep_force=True)})['source'] == 'sweep'
+    assert choice_of({'intent': auto(mode='audit', sweep_force=True)})['source'] == 'recorded'
+
+
+def test_the_intent_is_typed(env):
+    # What ansible-core before 2.19 may hand over as text is typed by the declared spec, or refused naming the key.
+    assert choice_of({'intent': intent(read_ahead_kb='64', underlying='no')}) == {
+        'kb': 64, 'source': 'given', 'auto': False, 'may_sweep': False, 'sweep': False}
+    _result, facts = run({'intent': auto(mode='apply', sweep=dict(KNOBS, readers='4', duration='3'))})
+    assert facts['plan']['errors'] == [] and facts['plan']['read_ahead']['knobs']['readers'] == 4
+    result, _facts = run({'intent': auto(sweep=dict(KNOBS, readers='four'))}, failed=True)
+    assert "'readers'" in result['msg'] and 'intent -> sweep' in result['msg']
+    result, _facts = run({'intent': intent(mode='sometimes')}, failed=True)
+    assert 'mode' in result['msg'] and 'apply, audit' in result['msg']
+
+
+def test_the_sweep_settings_matter_only_with_auto(env):
+    # The role passes them on every run: a setting only a sweep uses does not refuse a run that sets a number.
+    _result, facts = run({'intent': intent(read_ahead_kb=32, sweep=dict(KNOBS, readers=0))})
+    assert facts['plan']['errors'] == []
+    result, _facts = run({'intent': auto(mode='apply', sweep=dict(KNOBS, readers=0))}, failed=True)
+    assert 'aem_tuning_sweep_readers=0: give 1 to 64 concurrent readers.' in result['msg']
 
 
 def test_running_readers_of_the_repository_are_misses_naming_pid_and_unit(env, monkeypatch):
@@ -341,3 +376,19 @@ def test_running_readers_of_the_repository_are_misses_naming_pid_and_unit(env, m
          'MMapDirectory does): no descriptor to refresh, so only a restart applies the new read-ahead '
          "(aem_tuning_restart_stale_aem: true restarts AEM's unit)")]
     assert result['changed'] is False
+
+
+@pytest.mark.parametrize('args', [
+    {'intent': intent(mode='apply'), 'verify': True, 'snapshot': {}},
+    {'intent': intent(state='absent'), 'verify': True, 'paths': [REPO]},
+    {'paths': [REPO, '/opt/aem']},
+])
+def test_one_run_reads_each_host_source_once(env, monkeypatch, args):
+    # The facts module changes nothing, so one state of the host serves the whole run (host.Host,
+    # read_only): mountinfo, the udev database, each device's dev, dm/name, dm/uuid and read_ahead_kb, tuned's files
+    # and the kernel's release, each opened once. Before: mountinfo 5 times, dm-0's dev 6, tuned's active_profile 4.
+    reads = HostReads(env.root, monkeypatch)
+    run(args)
+    assert reads.more_than_once() == {}
+    assert reads.counts['/proc/self/mountinfo'] == 1
+    assert reads.counts['/etc/tuned/active_profile'] == 1
