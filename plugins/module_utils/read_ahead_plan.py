@@ -5,7 +5,7 @@
 
 """What the read_ahead module does, as ``plan(snapshot, params)`` and ``apply(plan, ...)``.
 
-The snapshot is the run's ``host.Host``, the one model of the host: the udev database, mountinfo, the stable
+The snapshot is the run's ``ReadAheadHost``, the one model of the host (``host.Host``) with this module's answers: the udev database, mountinfo, the stable
 identities, the rules file, the other files that set read-ahead, the LVM values (lvs), tuned's answers and the
 files the collection never writes (tuned's main configuration and stock profiles) are read once whatever step
 asks. Read again: tuned's state files (active_profile, profile_mode, the pid) by the tuned functions that plan
@@ -23,7 +23,8 @@ import contextlib
 import os
 import re
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, compliance, files, runstate, tuned, udev_rules
+from ansible_collections.aemops.os_tuning.plugins.module_utils import (
+    blockdev, compliance, files, host, runstate, tuned, udev_rules)
 
 
 class PlanError(Exception):
@@ -42,6 +43,33 @@ class ApplyError(Exception):
     def __init__(self, msg, **extra):
         Exception.__init__(self, msg)
         self.extra = extra
+
+
+class ReadAheadHost(host.Host):
+    """The host model (host.Host) with what the read_ahead module asks of it besides, in the same cache."""
+
+    def rules(self, rules_path):
+        """(text, rules, baselines) of the collection's udev rules file; raises RulesFileError or FileError."""
+        def read():
+            text = files.read_owned(files.root_path(self, rules_path), rules_path)
+            return (text,) + tuple(udev_rules.parse(text, rules_path))
+        return self.once(('rules', rules_path), read)
+
+    def file_conflicts(self, rules_path):
+        """Other udev rules and rc.local lines that set read-ahead (udev_rules.file_conflicts)."""
+        return self.once(('file_conflicts', rules_path), lambda: udev_rules.file_conflicts(self, rules_path))
+
+    def lvs(self, vg, lv, name):
+        """(blockdev.lvs_read_ahead for the LV, None) or (None, why it failed); None without lvs."""
+        def read():
+            lvs = self.which('lvs')
+            if not lvs:
+                return None
+            try:
+                return blockdev.lvs_read_ahead(self.run, lvs, vg, lv, name), None
+            except blockdev.BlockDeviceError as e:
+                return None, str(e)
+        return self.once(('lvs', vg, lv), read)
 
 
 # -- parameters ---------------------------------------------------------------------------------

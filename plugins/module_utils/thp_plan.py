@@ -5,7 +5,7 @@
 
 """What the thp module does, as ``plan(snapshot, params)`` and ``apply(plan, ...)``.
 
-The snapshot is the run's ``host.Host``, the one model of the host: the THP sysfs values, tuned, the THP
+The snapshot is the run's ``ThpHost``, the one model of the host (``host.Host``) with this module's answers: the THP sysfs values, tuned, the THP
 baseline file, the running and the configured kernel command line, the boot loader facts, the tuned child
 profile and the files the collection never writes, each read at most once and only when the run needs it.
 Read again: tuned's state files by tuned.no_profile_reason and tuned.plan_child, and the boot files by the
@@ -18,7 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import bootloader, compliance, files, thp, tuned
+from ansible_collections.aemops.os_tuning.plugins.module_utils import bootloader, compliance, files, host, thp, tuned
 
 KEY = 'transparent_hugepage'
 
@@ -37,6 +37,31 @@ class ApplyError(Exception):
     def __init__(self, msg, **extra):
         Exception.__init__(self, msg)
         self.extra = extra
+
+
+class ThpHost(host.Host):
+    """The host model (host.Host) with what the thp module asks of it besides, in the same cache."""
+
+    def thp_state(self):
+        """thp.read_state (raises thp.ThpError without THP)."""
+        return self.once('thp_state', lambda: thp.read_state(self))
+
+    def thp_baseline_text(self):
+        """The THP baseline file's text or None (raises files.FileError when it is not a regular file)."""
+        return self.once('thp_baseline_text', lambda: files.read_owned(
+            files.root_path(self, thp.BASELINE_FILE), thp.BASELINE_FILE))
+
+    def running_thp(self):
+        """The value of transparent_hugepage= on /proc/cmdline."""
+        return self.once('running_thp', lambda: bootloader.running(self, KEY))
+
+    def boot_facts(self):
+        return self.once('boot_facts', lambda: bootloader.detect(self, self.which))
+
+    def configured_thp(self):
+        """bootloader.configured for transparent_hugepage (raises bootloader.BootloaderError)."""
+        return self.once('configured_thp', lambda: bootloader.configured(self, self.boot_facts(), KEY,
+                                                                          self.run))
 
 
 def resolve_persist(snap, requested, warnings):

@@ -313,7 +313,7 @@ readers:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aemops.os_tuning.plugins.module_utils import files, host, read_ahead_plan, readers, tuned, udev_rules
+from ansible_collections.aemops.os_tuning.plugins.module_utils import files, read_ahead_plan, readers, tuned, udev_rules
 
 ROOT = '/'
 
@@ -348,7 +348,7 @@ def run(module, root):
         p['read_ahead_kb'] = read_ahead_plan.strict_kb(p['read_ahead_kb'])
     except ValueError as e:
         module.fail_json(msg=str(e))
-    snap = host.Host(root, module.run_command, module.get_bin_path)
+    snap = read_ahead_plan.ReadAheadHost(root, module.run_command, module.get_bin_path)
     try:
         kb, warnings = read_ahead_plan.validate(p)
     except read_ahead_plan.PlanError as e:

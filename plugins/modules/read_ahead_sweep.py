@@ -397,7 +397,7 @@ evidence:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aemops.os_tuning.plugins.module_utils import compliance, ebs, files, host, probe, sweep, sweep_record
+from ansible_collections.aemops.os_tuning.plugins.module_utils import compliance, ebs, files, probe, sweep, sweep_record
 
 ROOT = '/'
 
@@ -514,8 +514,7 @@ def main():
         supports_check_mode=True,
     )
     try:
-        # The host model: topology and identities read once; the read_ahead_kb it sets is read every time.
-        result = run(module, host.Host(ROOT, module.run_command, module.get_bin_path))
+        result = run(module, ROOT)
     except probe.ProbeError as e:
         module.fail_json(msg=str(e), changed=False, results=[])
     module.exit_json(**result)

@@ -133,14 +133,14 @@ baseline:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aemops.os_tuning.plugins.module_utils import files, host, thp, thp_plan, tuned
+from ansible_collections.aemops.os_tuning.plugins.module_utils import files, thp, thp_plan, tuned
 
 ROOT = '/'
 KEY = thp_plan.KEY
 
 
 def run(module, root):
-    snap = host.Host(root, module.run_command, module.get_bin_path)
+    snap = thp_plan.ThpHost(root, module.run_command, module.get_bin_path)
     try:
         plan = thp_plan.plan(snap, module.params)
     except thp_plan.PlanError as e:

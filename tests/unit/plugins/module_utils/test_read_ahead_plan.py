@@ -72,7 +72,7 @@ def count_reads(monkeypatch):
 def make_plan(host, tools, **kw):
     p = params(**kw)
     kb, warnings = read_ahead_plan.validate(p)
-    return read_ahead_plan.plan(host_model.Host(host.root, tools.run, tools.which), p, False, kb, warnings)
+    return read_ahead_plan.plan(read_ahead_plan.ReadAheadHost(host.root, tools.run, tools.which), p, False, kb, warnings)
 
 
 def test_a_run_on_an_lv_reads_the_udev_database_and_mountinfo_once(host, monkeypatch):

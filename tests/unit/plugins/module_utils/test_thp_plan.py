@@ -17,7 +17,7 @@ import copy
 
 import pytest
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import bootloader, files, host as host_model, thp, thp_plan, tuned
+from ansible_collections.aemops.os_tuning.plugins.module_utils import bootloader, files, thp, thp_plan, tuned
 from fakehost import FakeHost, tree_checksum
 
 
@@ -62,7 +62,7 @@ def test_plan_reads_each_source_once(host, monkeypatch):
     detect = count_calls(monkeypatch, bootloader, 'detect')
     read_state = count_calls(monkeypatch, thp, 'read_state')
     running = count_calls(monkeypatch, bootloader, 'running')
-    snap = host_model.Host(host.root, no_command, no_tool)
+    snap = thp_plan.ThpHost(host.root, no_command, no_tool)
     plan = thp_plan.plan(snap, params(persist=['cmdline']))
     # The command line is planned (method none), and reboot_required needs the facts again:
     # one detect serves both.
@@ -77,7 +77,7 @@ def test_plan_reads_each_source_once(host, monkeypatch):
 def test_absent_reads_the_child_profile_once(host, monkeypatch):
     host.write(tuned.child_profile_path('/'), '[main]\nsummary=x\n')
     child_state = count_calls(monkeypatch, tuned, 'child_state')
-    snap = host_model.Host(host.root, no_command, no_tool)
+    snap = thp_plan.ThpHost(host.root, no_command, no_tool)
     try:
         thp_plan.plan(snap, params(state='absent', persist=[]))
     except thp_plan.PlanError:
@@ -87,7 +87,7 @@ def test_absent_reads_the_child_profile_once(host, monkeypatch):
 
 def test_plan_changes_nothing_and_apply_does_not_change_the_plan(host):
     before = tree_checksum(host.root)
-    snap = host_model.Host(host.root, no_command, no_tool)
+    snap = thp_plan.ThpHost(host.root, no_command, no_tool)
     plan = thp_plan.plan(snap, params(persist=[]))
     assert tree_checksum(host.root) == before
     assert plan['changed'] is True
@@ -108,15 +108,15 @@ def test_plan_changes_nothing_and_apply_does_not_change_the_plan(host):
 
 
 def test_second_plan_changes_nothing(host):
-    first = thp_plan.plan(host_model.Host(host.root, no_command, no_tool), params(persist=[]))
+    first = thp_plan.plan(thp_plan.ThpHost(host.root, no_command, no_tool), params(persist=[]))
     thp_plan.apply(first, no_command, write_host)
-    second = thp_plan.plan(host_model.Host(host.root, no_command, no_tool), params(persist=[]))
+    second = thp_plan.plan(thp_plan.ThpHost(host.root, no_command, no_tool), params(persist=[]))
     assert second['changed'] is False
     assert second['runtime_changes'] == []
 
 
 def test_plan_error_carries_the_warnings_found_before(host):
-    snap = host_model.Host(host.root, no_command, no_tool)
+    snap = thp_plan.ThpHost(host.root, no_command, no_tool)
     with pytest.raises(thp_plan.PlanError) as info:
         thp_plan.plan(snap, params(persist=['tuned', 'grub']))
     assert 'persist has unknown entries grub' in str(info.value)
@@ -129,7 +129,7 @@ def test_plan_error_carries_the_warnings_found_before(host):
 
 
 def test_apply_reports_a_value_that_does_not_stick(host):
-    plan = thp_plan.plan(host_model.Host(host.root, no_command, no_tool), params(persist=[]))
+    plan = thp_plan.plan(thp_plan.ThpHost(host.root, no_command, no_tool), params(persist=[]))
     host.thp_stuck['enabled'] = 'always'
     with pytest.raises(thp_plan.ApplyError):
         thp_plan.apply(plan, no_command, write_host)
