@@ -60,8 +60,9 @@ class ThpHost(host.Host):
 
     def configured_thp(self):
         """bootloader.configured for transparent_hugepage (raises bootloader.BootloaderError)."""
-        return self.once('configured_thp', lambda: bootloader.configured(self, self.boot_facts(), KEY,
-                                                                          self.run))
+        def read():
+            return bootloader.configured(self, self.boot_facts(), KEY, self.run)
+        return self.once('configured_thp', read)
 
 
 def resolve_persist(snap, requested, warnings):
