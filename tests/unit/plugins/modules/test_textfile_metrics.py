@@ -22,7 +22,7 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.aemops.os_tuning.plugins.module_utils import files, metrics
 from ansible_collections.aemops.os_tuning.plugins.modules import textfile_metrics, tuning_facts
 from ansible_collections.aemops.os_tuning.tests.unit.plugins.module_utils.test_metrics import parse, value
-from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.test_tuning_facts import facts_env, REPO
+from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.test_tuning_facts import REPO, el8_env
 from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.test_tuning_facts_intent import intent
 from ansible_collections.aemops.os_tuning.tests.unit.utils import run_module
 from fakehost import tree_checksum
@@ -33,10 +33,7 @@ TARGET = DIR + '/aemops_os_tuning.prom'
 
 @pytest.fixture
 def env(tmpdir, monkeypatch, module_exit):
-    environment = facts_env(tmpdir, monkeypatch)
-    environment.with_tuned('virtual-guest', running=True)
-    environment.with_thp()
-    environment.with_os('el8')
+    environment = el8_env(tmpdir, monkeypatch)
     monkeypatch.setattr(textfile_metrics, 'ROOT', environment.root)
     os.makedirs(files.root_path(environment.root, DIR), 0o755)
     return environment

@@ -164,6 +164,15 @@ def facts_env(tmpdir, monkeypatch):
     return FactsEnv(tuning_facts, host, tools).attach(monkeypatch)
 
 
+def el8_env(tmpdir, monkeypatch):
+    """facts_env as RHEL 8 on Nitro with tuned virtual-guest running and THP: the host the role meets."""
+    environment = facts_env(tmpdir, monkeypatch)
+    environment.with_tuned('virtual-guest', running=True)
+    environment.with_thp()
+    environment.with_os('el8')
+    return environment
+
+
 @pytest.fixture
 def env(tmpdir, monkeypatch, module_exit):
     return facts_env(tmpdir, monkeypatch)

@@ -22,7 +22,7 @@ import pytest
 
 from ansible_collections.aemops.os_tuning.plugins.modules import tuning_facts
 from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.test_tuning_facts import (
-    LV_UUID, NVME1_SERIAL, REPO, facts_env)
+    LV_UUID, NVME1_SERIAL, REPO, el8_env)
 from ansible_collections.aemops.os_tuning.tests.unit.utils import run_module
 from fakehost import HostReads, tree_checksum
 
@@ -36,11 +36,8 @@ TUNED_LOG = ("2026-12-01 11:00:00,000 INFO     tuned.daemon.daemon: verifying pr
 
 @pytest.fixture
 def env(tmpdir, monkeypatch, module_exit):
-    environment = facts_env(tmpdir, monkeypatch)
+    environment = el8_env(tmpdir, monkeypatch)
     environment.host.symlink(NVME1_LINK, '../../nvme1n1')
-    environment.with_tuned('virtual-guest', running=True)
-    environment.with_thp()
-    environment.with_os('el8')
     return environment
 
 

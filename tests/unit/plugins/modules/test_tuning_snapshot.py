@@ -24,7 +24,7 @@ import pytest
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils import files, snapshot_fact
 from ansible_collections.aemops.os_tuning.plugins.modules import tuning_facts, tuning_snapshot
-from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.test_tuning_facts import REPO, facts_env
+from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.test_tuning_facts import REPO, el8_env
 from ansible_collections.aemops.os_tuning.tests.unit.utils import run_module
 from fakehost import tree_checksum
 
@@ -35,10 +35,7 @@ AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason='another user\'s director
 
 @pytest.fixture
 def env(tmpdir, monkeypatch, module_exit):
-    environment = facts_env(tmpdir, monkeypatch)
-    environment.with_tuned('virtual-guest', running=True)
-    environment.with_thp()
-    environment.with_os('el8')
+    environment = el8_env(tmpdir, monkeypatch)
     for d in ('/', '/etc'):
         os.chmod(environment.host.path(d), 0o755)  # whatever the umask
     monkeypatch.setattr(tuning_snapshot, 'ROOT', environment.root)
