@@ -45,7 +45,7 @@ import glob
 import os
 import re
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read_text, root_path
+from ansible_collections.aemops.os_tuning.plugins.module_utils.files import host_text, root_path
 
 
 class BootloaderError(Exception):
@@ -449,7 +449,7 @@ class _ShellFile(object):
 
 def read_grub_default(root):
     """The text of /etc/default/grub under ``root``, or None when it does not exist."""
-    return read_text(root_path(root, GRUB_DEFAULT))
+    return host_text(root, GRUB_DEFAULT)
 
 
 def grub_cmdline_linux(text, var='GRUB_CMDLINE_LINUX', path=GRUB_DEFAULT):
@@ -493,9 +493,9 @@ def edit_grub_default(text, key, value, var='GRUB_CMDLINE_LINUX', path=GRUB_DEFA
 # -- detection -----------------------------------------------------------------------------------
 
 def _os_release(root):
-    text = read_text(root_path(root, '/etc/os-release'))
+    text = host_text(root, '/etc/os-release', static=True)
     if text is None:
-        text = read_text(root_path(root, '/usr/lib/os-release'))
+        text = host_text(root, '/usr/lib/os-release', static=True)
     values = {}
     for line in (text or '').splitlines():
         line = line.strip()
@@ -637,7 +637,7 @@ def _detect_el(root, facts, release_name):
     grub2_cfg = '/boot/grub2/grub.cfg'
     # RHEL 9's EFI grub.cfg is a stub that loads /boot/grub2/grub.cfg; RHEL 7's and 8's is real.
     target = _efi_grub_cfg(root, facts['os_id']) if efi and family != 'el9' else grub2_cfg
-    cfg_text = read_text(root_path(root, target))
+    cfg_text = host_text(root, target)
     enabled = _blscfg_enabled(read_grub_default(root))
     facts['bls_enabled'] = enabled
     reads_bls = _cfg_loads_bls(cfg_text)
@@ -747,7 +747,8 @@ def _bls_files(root):
     """``(target path, text)`` of each BLS entry, in grubby's order (``sort -Vr`` of the names)."""
     found = []
     for full in _bls_entries(root):
-        found.append((BLS_DIR + '/' + os.path.basename(full), read_text(full) or ''))
+        path = BLS_DIR + '/' + os.path.basename(full)
+        found.append((path, host_text(root, path) or ''))
     found.sort(key=lambda item: _natural_key(os.path.basename(item[0])[:-len('.conf')]), reverse=True)
     return found
 
@@ -1016,7 +1017,7 @@ def _boot_entries(root, facts, run, env):
         if ident and '/' not in ident and os.path.isfile(root_path(root, '%s/%s.conf' % (BLS_DIR, ident))):
             path = '%s/%s.conf' % (BLS_DIR, ident)
         if path:
-            options = bls_options(read_text(root_path(root, path)))
+            options = bls_options(host_text(root, path))
             expanded, refs = grub_expand(options, env)
         else:
             options = entry['args']
@@ -1067,7 +1068,8 @@ def _dropins(root):
     """``(target path, text)`` of each /etc/default/grub.d/*.cfg in the order grub sources them."""
     found = []
     for path in sorted(glob.glob(os.path.join(root_path(root, GRUB_DEFAULT_D), '*.cfg'))):
-        found.append(('%s/%s' % (GRUB_DEFAULT_D, os.path.basename(path)), read_text(path) or ''))
+        target = '%s/%s' % (GRUB_DEFAULT_D, os.path.basename(path))
+        found.append((target, host_text(root, target) or ''))
     return found
 
 
@@ -1095,7 +1097,7 @@ def configured(root, facts, key, run):
             result[entry['label']] = get_arg(entry['expanded'], key)
         if 'kernelopts' in env:
             result['kernelopts'] = get_arg(env['kernelopts'], key)
-        cmdline = read_text(root_path(root, KERNEL_CMDLINE))
+        cmdline = host_text(root, KERNEL_CMDLINE)
         if cmdline is not None:
             result[KERNEL_CMDLINE] = get_arg(cmdline, key)
         return result
@@ -1107,14 +1109,14 @@ def configured(root, facts, key, run):
                 result[path] = get_arg(combined, key)
     cfg = facts.get('grub_cfg')
     if cfg:
-        cfg_text = read_text(root_path(root, cfg))
+        cfg_text = host_text(root, cfg)
         result[cfg] = _cfg_value(_grub_cfg_entries(cfg_text), key) if cfg_text is not None else None
     return result
 
 
 def running(root, key):
     """The value of ``key`` on the running kernel's command line (/proc/cmdline), or None."""
-    return get_arg(read_text(root_path(root, '/proc/cmdline')) or '', key)
+    return get_arg(host_text(root, '/proc/cmdline', static=True) or '', key)  # the running kernel's: fixed until it reboots
 
 
 # -- planning -----------------------------------------------------------------------------------
@@ -1177,7 +1179,7 @@ def _plan_dropins(root, key, value, result):
 
 def _plan_grub_cfg(root, facts, key, value, result, tool_argv, edited):
     cfg = facts['grub_cfg']
-    cfg_text = read_text(root_path(root, cfg))
+    cfg_text = host_text(root, cfg)
     entries = _grub_cfg_entries(cfg_text)
     stale = [(kernel, args) for kernel, args in entries if get_arg(args, key) != value]
     if edited or cfg_text is None or stale:
@@ -1245,7 +1247,7 @@ def _plan_grubby(root, facts, key, value, run, result):
             argv.append('--no-etc-grub-update')
         result['commands'].append(argv)
 
-    cmdline = read_text(root_path(root, KERNEL_CMDLINE))
+    cmdline = host_text(root, KERNEL_CMDLINE)
     bls = _bls_files(root)
     state = {'entries': bls, 'env': env, 'grub_default': read_grub_default(root), 'kernel_cmdline': cmdline,
              'no_etc': no_etc}

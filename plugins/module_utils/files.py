@@ -79,15 +79,16 @@ def read_text(path):
 def host_text(root, path, static=False):
     """``read_text`` of the target path ``path`` under ``root``, read once per run where ``root`` keeps a memo (a
     ``host.Host``): a file the collection never writes (``static``: tuned's main configuration, the stock
-    profiles, the kernel's release) in every run, and every file in a run that changes nothing (``root.read_only``:
-    tuning_facts). A run that changes the host reads again what it may have changed. An unreadable file is not
-    remembered: the error is raised each time."""
+    profiles, the kernel's release) in every run, and every file while the host is frozen (``root.read_only``:
+    the whole of a tuning_facts run, the planning of the modules that change the host). ``host.Host.thaw`` forgets
+    all but the static files, so that a run reads again, after its first change, what it may have changed. An
+    unreadable file is not remembered: the error is raised each time."""
     memo = getattr(root, 'memo', None)
     if memo is None or not (static or getattr(root, 'read_only', False)):
         return read_text(root_path(root, path))
-    key = ('text', path)
+    key, other = (('static', path), ('text', path)) if static else (('text', path), ('static', path))
     if key not in memo:
-        memo[key] = read_text(root_path(root, path))
+        memo[key] = memo[other] if other in memo else read_text(root_path(root, path))
     return memo[key]
 
 

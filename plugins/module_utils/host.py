@@ -15,13 +15,15 @@ profile, the facts) see one state of the host:
   through the same cache (``read_ahead_plan.ReadAheadHost``: the rules file, the other files that set
   read-ahead, lvs; ``thp_plan.ThpHost``: THP, its baseline, the running and configured kernel command line, the
   boot loader). They live beside their planner so that a module's payload carries only the code it runs;
-- in a run that changes nothing (``read_only``: tuning_facts), every file besides, read_ahead_kb and tuned's
-  state files included.
+- while the host is frozen (``read_only``), every file besides, read_ahead_kb and tuned's state files included:
+  for the whole of a run that changes nothing (tuning_facts), and for the planning of a run that changes the host
+  (read_ahead, thp: the module builds its host frozen, plans, then calls ``thaw``). The plan is made from one
+  state of the host, each source read once.
 
-A run that changes the host reads again what it changes (read_ahead_kb after a write, tuned's
-active_profile after an activation, the boot files around grubby): those reads are the read-back, not
-planning. ``run`` and ``which`` are the module's run_command and get_bin_path; only read-only commands run
-through it (lvs, tuned-adm --version, rpm -q grubby, grubby --info, grub2-editenv list).
+After ``thaw``, a run reads again what it changes (read_ahead_kb after a write, the THP attributes, tuned's
+profile_mode after a switch, the boot files around grubby): those reads are the read-back, not planning.
+``run`` and ``which`` are the module's run_command and get_bin_path; only read-only commands run through it
+(lvs, tuned-adm --version, rpm -q grubby, grubby --info, grub2-editenv list).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -46,6 +48,15 @@ class Host(str):
     def root(self):
         """The host itself: the planners pass ``snap.root`` where a function takes the root path."""
         return self
+
+    def thaw(self):
+        """The plan is made and the run may now change the host: forget what the frozen host (``read_only``) read of
+        the files and read_ahead_kb, so that the writes and the read-back see the host as it is then. Kept: the files
+        the collection never writes (``static``), and the answers of ``once`` (the devices, tuned's state as
+        planned)."""
+        self.read_only = False
+        for key in [k for k in self.memo if isinstance(k, tuple) and k[0] in ('text', 'read_ahead_kb')]:
+            del self.memo[key]
 
     def once(self, key, read):
         """``read()``, once per run: the one cache, for the answers here and the planners' own

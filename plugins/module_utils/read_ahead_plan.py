@@ -424,7 +424,8 @@ def plan(snap, params, check_mode, kb, warnings):
                    or any(e['planned_kb'] != e['before_kb'] or e['lvm_target'] is not None for e in devices))
     return {'root': snap.root, 'rules_path': rules_path, 'before_text': before_text, 'after_text': after_text,
             'file_changed': file_changed, 'devices': devices, 'skipped': skipped, 'tuned_plan': tuned_plan,
-            'tuned_changed': tuned_changed, 'changed': changed, 'warnings': warnings,
+            'tuned_changed': tuned_changed, 'tuned_running': snap.tuned_running() if tuned_plan else None,
+            'changed': changed, 'warnings': warnings,
             'final_warnings': _final_warnings(params, devices, tuned_plan)}
 
 
@@ -565,7 +566,7 @@ def _write_changes(plan, applied, run, which, write, warn):
         udev_apply(root, run, which, warn, [e['name'] for e in plan['devices']], rules_path)
     if plan['tuned_changed']:
         try:
-            return tuned.apply_child(root, plan['tuned_plan'], run, which('tuned-adm'), tuned.daemon_running(root),
+            return tuned.apply_child(root, plan['tuned_plan'], run, which('tuned-adm'), plan['tuned_running'],
                                      write, files.remove_owned_file)
         except tuned.TunedProfileError as e:
             applied.fail(str(e))

@@ -21,7 +21,7 @@ import json
 import os
 import re
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read_text, root_path
+from ansible_collections.aemops.os_tuning.plugins.module_utils.files import host_text, read_text, root_path
 
 THP_DIRS = ('/sys/kernel/mm/transparent_hugepage', '/sys/kernel/mm/redhat_transparent_hugepage')
 ATTRS = ('enabled', 'defrag', 'khugepaged/defrag')
@@ -59,7 +59,7 @@ def read_state(root):
     state = {'dir': directory}
     for attr in ATTRS:
         path = os.path.join(directory, attr)
-        text = read_text(root_path(root, path))
+        text = host_text(root, path)
         if text is None:
             continue
         value, offered = parse_choice(text)

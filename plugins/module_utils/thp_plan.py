@@ -263,6 +263,8 @@ def plan(snap, params):
         'baseline_changed': new_baseline_text != baseline_text,
         'cmdline': cmdline, 'boot_plan': boot_plan, 'boot_changed': bool(boot_plan and boot_plan['changed']),
         'tuned_plan': tuned_plan, 'tuned_changed': tuned.plan_changes(tuned_plan),
+        # whether tuned runs, as planned: apply_child switches with tuned-adm, or writes tuned's state files
+        'tuned_running': snap.tuned_running() if tuned_plan else None,
         'runtime': runtime, 'runtime_changes': runtime_changes,
         'reboot_required': _reboot_required(snap, boot_plan, cmdline),
         'warnings': warnings,
@@ -378,7 +380,7 @@ def _apply(plan, run, write, applied):
         applied.runtime.append((attr, runtime[attr]['before'], runtime[attr]['after']))
     if plan['tuned_changed']:
         tuned_actions = tuned.apply_child(root, plan['tuned_plan'], run, plan['tuned_adm'],
-                                          tuned.daemon_running(root), write, files.remove_owned_file)
+                                          plan['tuned_running'], write, files.remove_owned_file)
         applied.done.extend(tuned_actions)
     if plan['boot_changed']:
         apply_bootloader(root, plan['boot_plan'], run, write)

@@ -886,7 +886,7 @@ def child_state(root):
     The baseline (the active list and profile_mode before our first write) is kept once written.
     """
     path = child_profile_path(root)
-    before = read_text(root_path(root, path))
+    before = host_text(root, path)
     current = parse_child(before, path) if before is not None else None
     active = active_profiles(root)
     others = [p for p in active if p != CHILD_PROFILE]

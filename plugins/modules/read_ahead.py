@@ -342,13 +342,13 @@ def refresh_readers(module, root, plan, after_kb):
     return report, bool(report['refreshed']), readers.diff(surveyed, report) if module._diff else None
 
 
-def run(module, root):
+def run(module, snap):
+    """The run on ``snap``, the host model (read_ahead_plan.ReadAheadHost), frozen until the plan is made."""
     p = module.params
     try:
         p['read_ahead_kb'] = read_ahead_plan.strict_kb(p['read_ahead_kb'])
     except ValueError as e:
         module.fail_json(msg=str(e))
-    snap = read_ahead_plan.ReadAheadHost(root, module.run_command, module.get_bin_path)
     try:
         kb, warnings = read_ahead_plan.validate(p)
     except read_ahead_plan.PlanError as e:
@@ -367,6 +367,8 @@ def _run_locked(module, snap, p, kb, warnings):
         for warning in e.warnings:
             module.warn(warning)
         module.fail_json(msg=str(e), **e.extra)
+    # Planned from one state of the host, each source read once; what the run changes is read again from here on.
+    snap.thaw()
     for warning in plan['warnings']:
         module.warn(warning)
     changed = plan['changed']
@@ -417,10 +419,11 @@ def main():
     # One lock per owned file, taken in a fixed order: the rules file and the tuned child
     # profile are read, planned and written by one run at a time. Check mode writes nothing
     # (and the files are replaced atomically, so it never reads half a file): it takes none.
-    owned = [] if module.check_mode else [module.params['rules_file'], tuned.child_profile_path(ROOT)]
+    snap = read_ahead_plan.ReadAheadHost(ROOT, module.run_command, module.get_bin_path, read_only=True)
+    owned = [] if module.check_mode else [module.params['rules_file'], tuned.child_profile_path(snap)]
     try:
         with files.locked_all(owned, ROOT):
-            result = run(module, ROOT)
+            result = run(module, snap)
     except files.FileError as e:
         module.fail_json(msg=str(e))
     module.exit_json(**result)

@@ -139,14 +139,16 @@ ROOT = '/'
 KEY = thp_plan.KEY
 
 
-def run(module, root):
-    snap = thp_plan.ThpHost(root, module.run_command, module.get_bin_path)
+def run(module, snap):
+    """The run on ``snap``, the host model (thp_plan.ThpHost), frozen until the plan is made."""
     try:
         plan = thp_plan.plan(snap, module.params)
     except thp_plan.PlanError as e:
         for warning in e.warnings:
             module.warn(warning)
         module.fail_json(msg=str(e))
+    # Planned from one state of the host, each source read once; what the run changes is read again from here on.
+    snap.thaw()
     for warning in plan['warnings']:
         module.warn(warning)
     diff = thp_plan.diff(plan)
@@ -184,10 +186,11 @@ def main():
     )
     # One lock per owned file (the THP baseline, the tuned child profile), in a fixed order;
     # check mode writes nothing and takes none.
-    owned = [] if module.check_mode else [thp.BASELINE_FILE, tuned.child_profile_path(ROOT)]
+    snap = thp_plan.ThpHost(ROOT, module.run_command, module.get_bin_path, read_only=True)
+    owned = [] if module.check_mode else [thp.BASELINE_FILE, tuned.child_profile_path(snap)]
     try:
         with files.locked_all(owned, ROOT):
-            result = run(module, ROOT)
+            result = run(module, snap)
     except files.FileError as e:
         module.fail_json(msg=str(e))
     module.exit_json(**result)

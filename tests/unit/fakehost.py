@@ -574,6 +574,8 @@ class HostReads(object):
     def __init__(self, root, monkeypatch):
         self.root = os.path.normpath(str(root))
         self.counts = {}
+        self.phase = 'plan'
+        self.phases = {}
         real_os_open = os.open
         builtins = __import__('builtins' if str is not bytes else '__builtin__')
         real_open = builtins.open
@@ -597,10 +599,26 @@ class HostReads(object):
         if full.startswith(self.root + os.sep):
             host_path = full[len(self.root):]
             self.counts[host_path] = self.counts.get(host_path, 0) + 1
+            phase = self.phases.setdefault(self.phase, {})
+            phase[host_path] = phase.get(host_path, 0) + 1
 
-    def more_than_once(self):
-        """{host path: count} of the paths opened for reading more than once."""
-        return dict((p, n) for p, n in self.counts.items() if n > 1)
+    def more_than_once(self, phase=None):
+        """{host path: count} of the paths opened for reading more than once, in the whole run or in ``phase``."""
+        counts = self.counts if phase is None else self.phases.get(phase, {})
+        return dict((p, n) for p, n in counts.items() if n > 1)
+
+    def from_thaw(self, monkeypatch):
+        """Count the reads after the plan (host.Host.thaw, where a module that changes the host starts to
+        change it) as phase ``apply``: the reads before it are the planning's. Without a thaw, every read stays
+        in ``plan``."""
+        from ansible_collections.aemops.os_tuning.plugins.module_utils import host
+        real_thaw = host.Host.thaw
+
+        def thaw(snap):
+            self.phase = 'apply'
+            return real_thaw(snap)
+        monkeypatch.setattr(host.Host, 'thaw', thaw)
+        return self
 
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'fixtures')

@@ -1072,26 +1072,23 @@ def test_edge_inputs_are_refused_naming_option_and_index(env, args, message):
     assert tree_checksum(env.root) == before
 
 
-def test_one_run_on_an_lv_reads_the_sources_it_owns_once(env, monkeypatch):
-    # One apply run on the LV with tuned running: what is read of the host more than once, written out. The udev
-    # database, mountinfo, the stable identities, dm/name, dm/uuid and dev (the host model, host.Host) are read once, and
-    # so are the stock tuned profiles (3 times each before) and tuned-main.conf (10 times before), which the
-    # collection never writes (files.host_text). Left (issue 21): tuned's state files, read again by the functions in
-    # module_utils/tuned.py, and tuned-main.conf once more where the module names the child profile's lock, before the
-    # run's snapshot exists (main: tuned.child_profile_path); read_ahead_kb, which
-    # the run changes, read before, after the write and when enforcing; tuned's pid file, by the host model, by
-    # tuned.plan_child (no_profile_reason) and when applying; profile_mode, read again when the child is
-    # activated; the readers record, read by the survey and opened again when it is rewritten.
+def test_one_run_on_an_lv_reads_each_source_once_to_plan(env, monkeypatch):
+    # One apply run on the LV with tuned running. The plan is made from one frozen state of the host (host.Host with
+    # read_only, until the module thaws it): every source is read once, tuned's state files, the child profile,
+    # read_ahead_kb and the lock's tuned-main.conf included (before: active_profile 4 times, tuned.pid 3,
+    # tuned-main.conf 10, each stock profile 3). After the plan, the run reads again only what it has just changed or
+    # is about to replace, written out below.
     env.with_tuned(running=True)
-    reads = HostReads(env.root, monkeypatch)
+    reads = HostReads(env.root, monkeypatch).from_thaw(monkeypatch)
     env.run({'paths': [REPO], 'read_ahead_kb': 32})
+    assert reads.more_than_once('plan') == {}
+    assert reads.phases['plan']['/etc/tuned/active_profile'] == 1
     assert reads.more_than_once() == {
-        '/etc/tuned/active_profile': 4,
-        '/etc/tuned/post_loaded_profile': 2,
+        # tuned-adm profile rewrites it: read after the switch, to set the mode the plan chose
         '/etc/tuned/profile_mode': 2,
-        '/etc/tuned/tuned-main.conf': 2,
+        # the survey of running readers reads the record; it is verified again as the file it replaces
         '/run/aemops-os-tuning/readers.json': 2,
-        '/run/tuned/tuned.pid': 3,
+        # planned, read back after the write, read again to enforce after udev, LVM and tuned acted
         '/sys/devices/virtual/block/dm-0/queue/read_ahead_kb': 3,
     }
     assert reads.counts['/proc/self/mountinfo'] == 1

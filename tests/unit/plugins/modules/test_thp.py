@@ -1036,27 +1036,20 @@ def test_an_empty_persist_entry_is_named(el8):
     assert tree_checksum(el8.root) == before
 
 
-def test_one_run_reads_what_it_does_not_change_once(el8, monkeypatch):
-    # One apply run on RHEL 8 with tuned: what is read of the host more than once, written out. tuned's main
-    # configuration and the stock profiles, which the collection never writes, are read once through the plan's
-    # host model, host.Host (files.host_text); before, tuned-main.conf was read 5 times. Left (issue 21): the THP
-    # attributes, read for the plan, after the write and for the read-back; the boot files, which bootloader.py reads
-    # to plan, to edit and to check what grubby wrote; tuned's active_profile, profile_mode and pid, read again when
-    # the child is activated; tuned-main.conf once more where the module names the child profile's lock, before the
-    # run's snapshot exists (main: tuned.child_profile_path).
-    reads = HostReads(el8.root, monkeypatch)
+def test_one_run_reads_each_source_once_to_plan(el8, monkeypatch):
+    # One apply run on RHEL 8 with tuned and BLS entries. The plan is made from one frozen state of the host
+    # (host.Host with read_only, until the module thaws it): every source is read once, the boot files, THP and
+    # tuned's state files included (before: /etc/default/grub 5 times, each BLS entry 3, active_profile 4,
+    # tuned-main.conf 5). After the plan, the run reads again only what it has just changed, written out below.
+    reads = HostReads(el8.root, monkeypatch).from_thaw(monkeypatch)
     el8.run(APPLY)
-    more = reads.more_than_once()
-    assert dict((p, n) for p, n in more.items() if not p.startswith('/boot/loader/entries/')) == {
-        '/etc/default/grub': 5,
-        '/etc/kernel/cmdline': 2,
-        '/etc/tuned/active_profile': 4,
+    assert reads.more_than_once('plan') == {}
+    assert reads.phases['plan']['/etc/default/grub'] == 1
+    assert reads.more_than_once() == {
+        # tuned-adm profile rewrites it: read after the switch, to set the mode the plan chose
         '/etc/tuned/profile_mode': 2,
-        '/etc/tuned/tuned-main.conf': 2,
-        '/proc/cmdline': 2,
-        '/run/tuned/tuned.pid': 2,
+        # planned, read back after the write, read again to enforce after the tuned switch
         '/sys/kernel/mm/transparent_hugepage/defrag': 3,
         '/sys/kernel/mm/transparent_hugepage/enabled': 3,
         '/sys/kernel/mm/transparent_hugepage/khugepaged/defrag': 3,
     }
-    assert sorted(set(n for p, n in more.items() if p.startswith('/boot/loader/entries/'))) == [3]
