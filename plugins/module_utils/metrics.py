@@ -286,19 +286,10 @@ def check_name(name):
     return None
 
 
-def _allowed_owners():
-    return (0, runstate.euid())
-
-
 def _dir_problem(st, sticky_ok):
-    """What makes a directory's stat ``st`` unsafe to write in as root, or None."""
-    if not stat.S_ISDIR(st.st_mode):
-        return 'is not a directory'
-    if st.st_uid not in _allowed_owners():
-        return 'is owned by %s, not root' % runstate.owner_text(st.st_uid)
-    if st.st_mode & 0o022 and not (sticky_ok and st.st_mode & stat.S_ISVTX):
-        return 'is writable by group or others (mode %04o)' % stat.S_IMODE(st.st_mode)
-    return None
+    """What makes a directory's stat ``st`` unsafe to write in as root, or None (runstate.dir_problem)."""
+    found = runstate.dir_problem(st, sticky_ok=sticky_ok)
+    return found[1] if found else None
 
 
 def _parents(path):
@@ -356,7 +347,7 @@ def check_directory(full, display=None):
             except OSError as e:
                 raise MetricsError('cannot check %s, above the textfile directory %s: %s.'
                                    % (parent, display, files.describe_os_error(e)))
-            if stat.S_ISLNK(lst.st_mode) and lst.st_uid not in _allowed_owners():
+            if stat.S_ISLNK(lst.st_mode) and lst.st_uid not in runstate.owners():
                 raise MetricsError('%s, above the textfile directory %s, is a symbolic link owned by %s: that user '
                                    'could point it elsewhere. Give a path whose links are root\'s.'
                                    % (parent, display, runstate.owner_text(lst.st_uid)))
@@ -397,7 +388,7 @@ def read_existing(full, display=None):
         kind = files.file_kind(st.st_mode)
         if kind is not None:
             raise MetricsError('%s is %s, not a regular file. %s' % (display, kind, refuse))
-        if st.st_uid not in _allowed_owners():
+        if st.st_uid not in runstate.owners():
             raise MetricsError('%s is owned by %s, not root: another user\'s file is not replaced. %s'
                                % (display, runstate.owner_text(st.st_uid), refuse))
         if st.st_nlink != 1:

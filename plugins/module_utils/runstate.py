@@ -92,21 +92,84 @@ def _refuse(display, problem, fix=None):
 # ---------------------------------------------------------------------------------------------
 # Directories and files
 
-def check_dir(full, display=None, owners=None):
-    """Raise UnsafeStateError unless ``full`` is a real directory, owned by root or this run's user, not
-    writable by group or others. OSError (ENOENT, EACCES) from lstat is passed on."""
+class UnsafeDirError(UnsafeStateError):
+    """:func:`check_dir`'s refusal, with what it found: ``display`` (the directory), ``kind`` (``link``, ``type``,
+    ``owner``, ``mode`` or ``shared``) and ``problem`` ('is writable by group or others (mode 0777)'), for a caller that
+    words its own message and fix."""
+
+    def __init__(self, msg, display, kind, problem):
+        UnsafeStateError.__init__(self, msg)
+        self.display, self.kind, self.problem = display, kind, problem
+
+
+def owners():
+    """Who may own a directory or file that root trusts: root, or this run's user (the unit tests run
+    unprivileged). The one owner rule of the collection's files."""
+    return (0, euid())
+
+
+def dir_problem(st, allowed=None, sticky_ok=False):
+    """``(kind, problem)`` when the directory's ``lstat`` result ``st`` (not a symbolic link) is unsafe for root to
+    write in, or None: not a directory (``type``), owned by someone else than ``allowed`` (default :func:`owners`;
+    ``owner``), writable by group or others (``mode``, or ``shared`` when sticky, as /tmp, where only an entry's
+    owner may rename it: allowed with ``sticky_ok``). The one rule of a safe directory."""
+    if not stat.S_ISDIR(st.st_mode):
+        return 'type', 'is %s, not a directory' % (_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else 'a regular file')
+    if st.st_uid not in (allowed if allowed is not None else owners()):
+        return 'owner', 'is owned by %s, not root' % owner_text(st.st_uid)
+    if st.st_mode & 0o022 and not (sticky_ok and st.st_mode & stat.S_ISVTX):
+        if st.st_mode & stat.S_ISVTX:
+            return 'shared', ('is writable by group or others (mode %04o: a shared directory, such as /tmp)'
+                              % stat.S_IMODE(st.st_mode))
+        return 'mode', 'is writable by group or others (mode %04o)' % stat.S_IMODE(st.st_mode)
+    return None
+
+
+def _refuse_dir(display, kind, problem):
+    try:
+        _refuse(display, problem)
+    except UnsafeStateError as e:
+        raise UnsafeDirError(e.args[0], display, kind, problem)
+
+
+def check_dir(full, display=None, allowed=None):
+    """Raise UnsafeDirError unless ``full`` is a real directory (not a symbolic link) that :func:`dir_problem`
+    passes; return its lstat. OSError (ENOENT, EACCES) from lstat is passed on."""
     display = display or full
     st = os.lstat(full)
     if stat.S_ISLNK(st.st_mode):
-        _refuse(display, 'is a symbolic link (to %s), not a directory' % link_target(full))
-    if not stat.S_ISDIR(st.st_mode):
-        _refuse(display, 'is not a directory')
-    allowed = owners if owners is not None else (0, euid())
-    if st.st_uid not in allowed:
-        _refuse(display, 'is owned by %s (uid %d), not by root' % (_user(st.st_uid), st.st_uid))
-    if st.st_mode & 0o022:
-        _refuse(display, 'is writable by group or others (mode %04o)' % stat.S_IMODE(st.st_mode))
+        _refuse_dir(display, 'link', 'is a symbolic link (to %s), not a directory' % link_target(full))
+    found = dir_problem(st, allowed)
+    if found:
+        _refuse_dir(display, found[0], found[1])
     return st
+
+
+def check_above(root, path):
+    """Check every directory above the target path ``path`` under ``root`` (outermost first, ``/`` included) with
+    :func:`check_dir`, up to the first that does not exist; return the missing ones, outermost first (what a write
+    would create). UnsafeDirError names the first unsafe one; OSError other than ENOENT is passed on. A file that
+    root writes under them cannot be swapped or pointed elsewhere by another user between check and write."""
+    chain, current = [], os.path.dirname(path)
+    while True:
+        chain.insert(0, current)
+        if current in ('/', ''):
+            break
+        current = os.path.dirname(current)
+    for index, directory in enumerate(chain):
+        try:
+            check_dir(root_path(root, directory), directory)
+        except OSError as e:
+            if e.errno in (errno.ENOENT, errno.ENOTDIR):
+                return chain[index:]
+            raise
+    return []
+
+
+def json_text(data):
+    """A file's JSON text as the collection writes it: indent 2, sorted keys, a trailing newline, the same bytes on
+    Python 2 and 3 (the snapshot, the sweep record)."""
+    return json.dumps(data, indent=2, sort_keys=True, separators=(',', ': ')) + '\n'
 
 
 def link_target(path):

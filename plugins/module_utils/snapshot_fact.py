@@ -30,8 +30,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import errno
-import json
 import os
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils import compliance, files, runstate
@@ -63,9 +61,7 @@ def record(facts, taken, created_dirs):
             'os_tuning': dict((k, v) for k, v in facts.items() if k not in SNAPSHOT_KEYS_LEFT_OUT)}
 
 
-def render(data):
-    """The file's text: JSON, indent 2, sorted keys, a trailing newline (the same bytes on Python 2 and 3)."""
-    return json.dumps(data, indent=2, sort_keys=True, separators=(',', ': ')) + '\n'
+render = runstate.json_text  # the file's text
 
 
 def write_snapshot(root, path, facts, taken, check_mode=False, module=None):
@@ -150,52 +146,36 @@ def check_path(path):
 
 
 def check_ancestors(root, path, verb):
-    """Check every existing directory above ``path`` (outermost first) with runstate.check_dir; return the
+    """Check every existing directory above ``path`` (outermost first) with runstate.check_above; return the
     missing ones (outermost first), which a write creates. SnapshotError names the first unsafe one."""
-    chain, current = [], os.path.dirname(path)
-    while True:
-        chain.insert(0, current)
-        if current == '/':
-            break
-        current = os.path.dirname(current)
-    for index, directory in enumerate(chain):
-        full = files.root_path(root, directory)
-        try:
-            runstate.check_dir(full, directory)
-        except runstate.UnsafeStateError as e:
-            raise SnapshotError(_unsafe(path, directory, _problem(e, directory), verb))
-        except OSError as e:
-            if e.errno == errno.ENOENT:
-                return chain[index:]
-            raise SnapshotError('cannot %s the snapshot %s: cannot check %s above it: %s. Nothing was %s.'
-                                % (verb, path, directory, files.describe_os_error(e), _done(verb)))
-    return []
-
-
-def _problem(error, display):
-    """What runstate.check_dir found ('is writable by group or others (mode 0777)'), without its advice, which
-    is written for the collection's own runtime directory (rm -rf) and would be wrong for /etc."""
-    text = error.args[0] if error.args else str(error)
-    if text.startswith(display + ' '):
-        text = text[len(display) + 1:]
-    return text.split('. It was not made by', 1)[0]
+    try:
+        return runstate.check_above(root, path)
+    except runstate.UnsafeDirError as e:
+        raise SnapshotError(_unsafe(path, e.display, e, verb))
+    except OSError as e:
+        raise SnapshotError('cannot %s the snapshot %s: cannot check a directory above it: %s. Nothing was %s.'
+                            % (verb, path, files.describe_os_error(e), _done(verb)))
 
 
 def _done(verb):
     return 'written' if verb == 'write' else 'removed'
 
 
-def _unsafe(path, directory, problem, verb):
-    if 'symbolic link' in problem:
+def _unsafe(path, directory, found, verb):
+    """The refusal for ``found`` (runstate.UnsafeDirError), with a fix for /etc, not the one check_dir gives for the
+    collection's own runtime directory (rm -rf)."""
+    if found.kind == 'link':
         fix = ('A symbolic link above the snapshot is never followed: give the real path, or replace the link with a '
                'directory.')
-    elif 'not a directory' in problem:
+    elif found.kind == 'type':
         fix = 'Move it away, or give another path.'
+    elif found.kind == 'shared':
+        fix = 'Give a path outside it: a directory all users share is never made private.'
     else:
         fix = ('Make it root\'s and not writable by others (chown root:root %s; chmod go-w %s), or give another path.'
                % (directory, directory))
     return ('cannot %s the snapshot %s: %s, above it, %s: another user could put a file or link of their own there '
-            'for root to %s. Nothing was %s. %s' % (verb, path, directory, problem, verb, _done(verb), fix))
+            'for root to %s. Nothing was %s. %s' % (verb, path, directory, found.problem, verb, _done(verb), fix))
 
 
 def _owned_target(full, display, check_mode):

@@ -25,7 +25,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
-import json
 import os
 import stat
 import time
@@ -110,25 +109,42 @@ def evidence(result, params, stable_id, taken):
     }
 
 
-def text(record):
-    """The record as the file holds it: JSON, indent 2, sorted keys, the same on Python 2 and 3, a newline."""
-    return json.dumps(record, indent=2, sort_keys=True, separators=(',', ': ')) + '\n'
-
-
-def _owners():
-    return (0, runstate.euid())
+text = runstate.json_text  # the record as the file holds it
 
 
 def _not_written(path):
     return 'the sweep record %s cannot be written' % path
 
 
+def _dir_fix(directory):
+    return ('Make it a real directory owned by root and not writable by others (install -d -o root -g root -m 0755 '
+            '%s), or give record another path.' % directory)
+
+
+def _unsafe_dir(head, directory, found):
+    """The refusal for ``found`` (runstate.UnsafeDirError): the record's directory, or one above it."""
+    where = ('its directory %s' % directory if found.display == directory
+             else '%s, above its directory %s,' % (found.display, directory))
+    if found.kind == 'link':
+        why, fix = ', which is never followed: another user could point it elsewhere.', _dir_fix(found.display)
+    elif found.kind == 'type':
+        why, fix = '.', _dir_fix(found.display)
+    elif found.kind == 'shared':
+        why, fix = ': another user could replace the record.', ('Give record a path outside it: a directory all '
+                                                                'users share is never made private.')
+    elif found.kind == 'owner':
+        why, fix = ': that user could replace the record.', 'chown root:root %s, or give record another path.' % found.display
+    else:
+        why, fix = ': another user could replace the record.', 'chmod go-w %s, or give record another path.' % found.display
+    return '%s: %s %s%s %s' % (head, where, found.problem, why, fix)
+
+
 def check_target(root, path, check_only=False):
     """Why the record cannot be written at ``path`` (a target path under ``root``), or None.
 
-    Checked before the sweep touches anything. The directory must exist and be a real directory (not a
-    symbolic link), owned by root (or this run's user when it is not root) and not writable by group or
-    others; whatever is at ``path`` must be absent or a regular file with one link, owned by root (or this
+    Checked before the sweep touches anything. The directory must exist, and it and every directory above it
+    must be a real directory (not a symbolic link), owned by root (or this run's user when it is not root) and
+    not writable by group or others (runstate.check_above); whatever is at ``path`` must be absent or a regular file with one link, owned by root (or this
     run's user), not immutable or append-only, and a file must be creatable in the directory (tried for
     real unless ``check_only``: check mode). Nothing is opened that could block, and nothing is changed.
     """
@@ -137,29 +153,15 @@ def check_target(root, path, check_only=False):
     except files.FileError as e:
         return '%s. Give record an absolute path, for example /etc/ansible/facts.d/aem_tuning_sweep.fact.' % e
     directory = os.path.dirname(path)
-    full_dir = files.root_path(root, directory)
     head = _not_written(path)
-    dir_fix = ('Make it a real directory owned by root and not writable by others (install -d -o root -g root -m '
-               '0755 %s), or give record another path.' % directory)
     try:
-        st = os.lstat(full_dir)
+        missing = runstate.check_above(root, path)
+    except runstate.UnsafeDirError as e:
+        return _unsafe_dir(head, directory, e)
     except OSError as e:
-        if e.errno in (errno.ENOENT, errno.ENOTDIR):
-            return '%s: its directory %s does not exist. %s' % (head, directory, dir_fix)
-        return '%s: its directory %s cannot be checked: %s.' % (head, directory, files.describe_os_error(e))
-    if stat.S_ISLNK(st.st_mode):
-        return ('%s: its directory %s is a symbolic link (to %s), which is never followed: another user could '
-                'point it elsewhere. %s' % (head, directory, runstate.link_target(full_dir), dir_fix))
-    if not stat.S_ISDIR(st.st_mode):
-        kind = files.file_kind(st.st_mode) or 'a regular file'
-        return '%s: %s is %s, not a directory. %s' % (head, directory, kind, dir_fix)
-    if st.st_uid not in _owners():
-        return ('%s: its directory %s is owned by %s, not root: that user could replace the record. chown root:root '
-                '%s, or give record another path.' % (head, directory, runstate.owner_text(st.st_uid), directory))
-    if st.st_mode & 0o022:
-        return ('%s: its directory %s is writable by group or others (mode %04o): another user could replace the '
-                'record. chmod go-w %s, or give record another path.'
-                % (head, directory, stat.S_IMODE(st.st_mode), directory))
+        return '%s: a directory above it cannot be checked: %s.' % (head, files.describe_os_error(e))
+    if missing:
+        return '%s: its directory %s does not exist. %s' % (head, directory, _dir_fix(directory))
     full = files.root_path(root, path)
     try:
         files.check_owned_target(full, path, check_only=check_only)  # a link, not a regular file, immutable, ...
@@ -172,7 +174,7 @@ def check_target(root, path, check_only=False):
             return None
         return '%s: %s cannot be checked: %s.' % (head, path, files.describe_os_error(e))
     left = 'It is left as it is: remove it (after checking who wrote it), or give record another path.'
-    if st.st_uid not in _owners():
+    if st.st_uid not in runstate.owners():
         return '%s: %s is owned by %s, not root: another user\'s file is not replaced. %s' % (
             head, path, runstate.owner_text(st.st_uid), left)
     if st.st_nlink != 1:

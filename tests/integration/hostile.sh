@@ -184,11 +184,15 @@ if command -v mkfs.ext4 >/dev/null && mkfs.ext4 -q "/dev/$dev" && mount "/dev/$d
 		"mkdir -m 0700 $RUN; $json_python -c 'import sys; sys.stdout.write(\"[\" * 100000)' >$STATE"
 	run_case "sweep state planted as a FIFO" "is a FIFO (named pipe)" read_ahead_sweep "$SW_ARGS" \
 		"mkdir -m 0700 $RUN; mkfifo $STATE"
-	# The sweep's record: a symlink planted at its path refuses the sweep before it touches the device.
-	mkdir -p "$work/facts"
-	run_case "sweep record over a symlink to a victim" "" read_ahead_sweep \
+	# The sweep's record: a symlink planted at its path refuses the sweep before it touches the device. The record
+	# goes under the case's own /run (a root-owned 0755 tmpfs), so that every directory above it passes and the
+	# refusal is the link's; under /tmp (1777) it would be refused for /tmp alone.
+	run_case "sweep record over a symlink to a victim" "facts/sweep.fact is a symbolic link" read_ahead_sweep \
+		"{\"path\": \"$mnt\", \"sweep\": [32], \"duration\": 1, \"size_mb\": 8, \"record\": \"/run/facts/sweep.fact\"}" \
+		"mkdir -m 0755 /run/facts; ln -s $work/victims/passwd /run/facts/sweep.fact"
+	run_case "sweep record under a world-writable directory" "/tmp, above its directory" read_ahead_sweep \
 		"{\"path\": \"$mnt\", \"sweep\": [32], \"duration\": 1, \"size_mb\": 8, \"record\": \"$work/facts/sweep.fact\"}" \
-		"ln -s $work/victims/passwd $work/facts/sweep.fact"
+		"mkdir -p $work/facts"
 	run_case "sweep state of another device" "it records the device" read_ahead_sweep "$SW_ARGS" \
 		"mkdir -m 0700 $RUN; printf '{\"device\": \"$dev\", \"original_kb\": 4096, \"identity\": \"ATTR{loop/backing_file}=/old.img\"}' >$STATE"
 	umount "$mnt"

@@ -352,7 +352,7 @@ def test_a_symlinked_directory_is_refused_and_never_followed(root):
 @pytest.mark.parametrize('mode', [0o777, 0o775, 0o757, 0o1777])
 def test_a_directory_others_can_write_is_refused(root, mode):
     os.chmod(full(root, DIR), mode)
-    refused(root, 'is writable by group or others (mode %04o)' % mode)
+    refused(root, 'is writable by group or others (mode %04o' % mode)
 
 
 def test_a_directory_of_another_user_is_refused(root):

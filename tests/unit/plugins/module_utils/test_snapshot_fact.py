@@ -195,7 +195,7 @@ def test_whatever_is_at_the_path_is_kept(root, plant):
 # Root trusts nothing another user can write
 
 @pytest.mark.parametrize('directory, mode', [
-    ('/etc', 0o777), ('/etc', 0o775), ('/etc/ansible', 0o757), ('/etc/ansible/facts.d', 0o1777), ('/', 0o770)])
+    ('/etc', 0o777), ('/etc', 0o775), ('/etc/ansible', 0o757), ('/', 0o770)])
 def test_a_directory_above_others_can_write_is_refused(root, directory, mode):
     mkdirs(root, '/etc/ansible', '/etc/ansible/facts.d')
     os.chmod(full(root, directory), mode)
@@ -204,6 +204,17 @@ def test_a_directory_above_others_can_write_is_refused(root, directory, mode):
                             'written. Make it root\'s and not writable by others (chown root:root %s; chmod go-w %s), '
                             'or give another path.' % (PATH, directory, mode, directory, directory))
     assert 'rm -rf' not in message
+
+
+def test_a_shared_directory_above_is_refused_with_another_path_as_the_fix(root):
+    # sticky and world-writable, as /tmp: chmod go-w would break it, so the fix is another path
+    mkdirs(root, '/etc/ansible', '/etc/ansible/facts.d')
+    os.chmod(full(root, '/etc/ansible/facts.d'), 0o1777)
+    message = refused(root, 'cannot write the snapshot %s: /etc/ansible/facts.d, above it, is writable by group or '
+                            'others (mode 1777: a shared directory, such as /tmp): another user could put a file or '
+                            'link of their own there for root to write. Nothing was written. Give a path outside it: '
+                            'a directory all users share is never made private.' % PATH)
+    assert 'chmod' not in message
 
 
 def test_an_unsafe_directory_is_refused_before_any_directory_is_made(root):
@@ -230,7 +241,7 @@ def test_a_symlinked_directory_above_is_refused_and_never_followed(root):
 def test_a_file_where_a_directory_above_should_be_is_refused(root):
     with open(full(root, '/etc/ansible'), 'w') as f:
         f.write('x')
-    refused(root, '/etc/ansible, above it, is not a directory: another user could put a file or link of their own '
+    refused(root, '/etc/ansible, above it, is a regular file, not a directory: another user could put a file or link of their own '
                   'there for root to write. Nothing was written. Move it away, or give another path.')
 
 
@@ -238,7 +249,7 @@ def test_a_file_where_a_directory_above_should_be_is_refused(root):
 def test_a_directory_above_of_another_user_is_refused(root):
     mkdirs(root, '/etc/ansible')
     os.chown(full(root, '/etc/ansible'), 4242, 4242)
-    refused(root, '/etc/ansible, above it, is owned by uid 4242 (uid 4242), not by root')
+    refused(root, '/etc/ansible, above it, is owned by uid 4242, not root: another user')
 
 
 def test_removal_under_an_unsafe_directory_is_refused(root):

@@ -236,6 +236,28 @@ def _dir_is_a_file(host):
     host.write(FACTS_D, 'x')
 
 
+def _parent_other_writable(host):
+    os.chmod(host.path('/etc/ansible'), 0o777)
+
+
+def _parent_shared(host):
+    os.chmod(host.path('/etc/ansible'), 0o1777)
+
+
+def _parent_alien(host):
+    os.chown(host.path('/etc'), ALIEN, ALIEN)
+
+
+def _parent_symlinked(host):
+    # /etc/ansible a link to a tree another user could change: facts.d itself is fine, but never reached
+    host.mkdir('/srv/ansible/facts.d')
+    for d in ('/srv/ansible/facts.d', '/srv/ansible'):
+        os.chmod(host.path(d), 0o755)
+    os.rmdir(host.path(FACTS_D))
+    os.rmdir(host.path('/etc/ansible'))
+    os.symlink(host.path('/srv/ansible'), host.path('/etc/ansible'))
+
+
 def _file_symlink(host):
     host.write('/srv/victim', 'keep\n')
     os.symlink(host.path('/srv/victim'), host.path(FACT))
@@ -270,6 +292,15 @@ REFUSALS = [
     (_dir_missing, ['its directory %s does not exist' % FACTS_D, 'install -d -o root -g root -m 0755 %s' % FACTS_D]),
     (_dir_alien, ['its directory %s is owned by uid 4242, not root' % FACTS_D, 'chown root:root %s' % FACTS_D]),
     (_dir_is_a_file, ['%s is a regular file, not a directory' % FACTS_D]),
+    # every directory above the record's is checked as its own is (runstate.check_above)
+    (_parent_other_writable, ['/etc/ansible, above its directory %s, is writable by group or others (mode 0777)'
+                              % FACTS_D, 'chmod go-w /etc/ansible']),
+    (_parent_shared, ['/etc/ansible, above its directory %s, is writable by group or others (mode 1777: a shared '
+                      'directory, such as /tmp)' % FACTS_D, 'Give record a path outside it']),
+    (_parent_alien, ['/etc, above its directory %s, is owned by uid 4242, not root' % FACTS_D,
+                     'chown root:root /etc,']),
+    (_parent_symlinked, ['/etc/ansible, above its directory %s, is a symbolic link (to ' % FACTS_D,
+                         'which is never followed', 'install -d -o root -g root -m 0755 /etc/ansible']),
     (_file_symlink, ['%s is a symbolic link (to ' % FACT, 'remove the link']),
     (_file_fifo, ['%s is a FIFO (named pipe), not a regular file' % FACT]),
     (_file_hardlinked, ['%s has 2 hard links' % FACT, 'give record another path']),

@@ -177,17 +177,24 @@ def test_a_hostile_snapshot_is_reported_and_kept(env, os_tuning, plant, why):
 # ---------------------------------------------------------------------------------------------
 # Root trusts nothing another user can write
 
-@pytest.mark.parametrize('directory, mode', [('/etc', 0o777), ('/etc/ansible', 0o775), ('/etc/ansible', 0o1777)])
-def test_a_directory_above_others_can_write_is_refused_with_nothing_written(env, os_tuning, directory, mode):
+@pytest.mark.parametrize('directory, mode, fix', [
+    ('/etc', 0o777, 'Make it root\'s and not writable by others (chown root:root /etc; chmod go-w /etc), or give '
+                    'another path.'),
+    ('/etc/ansible', 0o775, 'Make it root\'s and not writable by others (chown root:root /etc/ansible; chmod go-w '
+                            '/etc/ansible), or give another path.'),
+    # sticky, as /tmp: chmod go-w would break a shared directory
+    ('/etc/ansible', 0o1777, 'Give a path outside it: a directory all users share is never made private.'),
+])
+def test_a_directory_above_others_can_write_is_refused_with_nothing_written(env, os_tuning, directory, mode, fix):
     env.host.mkdir('/etc/ansible')
     os.chmod(env.host.path('/etc/ansible'), 0o755)
     os.chmod(env.host.path(directory), mode)
     before = tree_checksum(env.root)
     result = snap(present(os_tuning), failed=True)
-    assert result['msg'] == ('cannot write the snapshot %s: %s, above it, is writable by group or others (mode %04o): '
+    shared = ': a shared directory, such as /tmp' if mode & 0o1000 else ''
+    assert result['msg'] == ('cannot write the snapshot %s: %s, above it, is writable by group or others (mode %04o%s): '
                              'another user could put a file or link of their own there for root to write. Nothing '
-                             'was written. Make it root\'s and not writable by others (chown root:root %s; chmod '
-                             'go-w %s), or give another path.' % (SNAPSHOT, directory, mode, directory, directory))
+                             'was written. %s' % (SNAPSHOT, directory, mode, shared, fix))
     assert result['changed'] is False
     assert tree_checksum(env.root) == before
 
@@ -219,8 +226,8 @@ def test_a_directory_above_of_another_user_is_refused(env, os_tuning):
     os.chmod(env.host.path('/etc/ansible/facts.d'), 0o755)
     before = tree_checksum(env.root)
     result = snap(present(os_tuning), failed=True)
-    assert ('cannot write the snapshot %s: /etc/ansible/facts.d, above it, is owned by uid 4242 (uid 4242), not by '
-            'root' % SNAPSHOT) in result['msg']
+    assert ('cannot write the snapshot %s: /etc/ansible/facts.d, above it, is owned by uid 4242, not root: '
+            'another user' % SNAPSHOT) in result['msg']
     assert tree_checksum(env.root) == before
 
 
