@@ -144,9 +144,10 @@ def check_target(root, path, check_only=False):
 
     Checked before the sweep touches anything. The directory must exist, and it and every directory above it
     must be a real directory (not a symbolic link), owned by root (or this run's user when it is not root) and
-    not writable by group or others (runstate.check_above); whatever is at ``path`` must be absent or a regular file with one link, owned by root (or this
-    run's user), not immutable or append-only, and a file must be creatable in the directory (tried for
-    real unless ``check_only``: check mode). Nothing is opened that could block, and nothing is changed.
+    not writable by group or others (runstate.check_above); whatever is at ``path`` must be absent or a regular
+    file with one link, owned by root (or this run's user), not immutable or append-only, and a file must be
+    creatable in the directory (tried for real unless ``check_only``: check mode). Nothing is opened that could
+    block, and nothing is changed.
     """
     try:
         files.check_path_form(path, 'the sweep record\'s')
