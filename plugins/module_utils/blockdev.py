@@ -198,8 +198,14 @@ def _read_dm_info(root, name):
 
 def udev_db(root, name):
     """Properties (``E:``) and symlinks (``S:``) of a device from the udev database."""
-    props, links = _once(root, ('udev_db', name), lambda: _read_udev_db(root, name))
+    props, links, _usec = _once(root, ('udev_db', name), lambda: _read_udev_db(root, name))
     return dict(props), list(links)
+
+
+def udev_initialized(root, name):
+    """When udev first handled the device on this boot (the database's ``I:`` line, USEC_INITIALIZED:
+    CLOCK_MONOTONIC microseconds, so seconds since boot here), or None."""
+    return _once(root, ('udev_db', name), lambda: _read_udev_db(root, name))[2]
 
 
 def tuned_properties(root, name):
@@ -219,7 +225,7 @@ def tuned_properties(root, name):
 
 
 def _read_udev_db(root, name):
-    props, links = {}, []
+    props, links, usec = {}, [], None
     mm = majmin(root, name)
     text = read_text(root_path(root, '/run/udev/data/b%s' % mm)) if mm else None
     for line in (text or '').splitlines():
@@ -228,7 +234,9 @@ def _read_udev_db(root, name):
             props[key] = value
         elif line.startswith('S:'):
             links.append(line[2:])
-    return props, links
+        elif line.startswith('I:') and line[2:].strip().isdigit():
+            usec = int(line[2:].strip()) / 1e6
+    return props, links, usec
 
 
 def device_type(root, name):
@@ -474,7 +482,7 @@ def write_read_ahead_kb(root, name, kb):
 # ---------------------------------------------------------------------------------------------
 # Mounts and path resolution
 
-def _unescape_mount(field):
+def unescape_mount(field):
     return re.sub(r'\\([0-7]{3})', lambda m: chr(int(m.group(1), 8)), field)
 
 
@@ -495,10 +503,10 @@ def _read_mounts(root):
             continue
         entries.append({
             'majmin': fields[2],
-            'mountpoint': _unescape_mount(fields[4]),
+            'mountpoint': unescape_mount(fields[4]),
             'options': fields[5],
             'fstype': fields[sep + 1],
-            'source': _unescape_mount(fields[sep + 2]),
+            'source': unescape_mount(fields[sep + 2]),
         })
     return entries
 

@@ -538,15 +538,16 @@ def reader_scope(facts, resolved):
 
 
 def _reader_misses(facts):
-    """Readers of the targets that do not read at the device's value: set, but not in effect for them."""
+    """Readers of the targets that do not read at the device's value: set, but not in effect for them. The advice
+    fits the host: an apply run refreshes in place only where the kernel can (``kernel_refresh``)."""
     result = []
     readers = facts.get('readers') or {}
     for r in readers.get('stale') or []:
         result.append(miss(_reader_subject(r), 'reader', '%s, so it still reads with the earlier, larger window: run '
                            'the role in apply mode (read_ahead refreshes it in place) or restart it' % r.get('reason')))
     for r in readers.get('needs_restart') or []:
-        result.append(miss(_reader_subject(r), 'reader_restart', '%s (aem_tuning_restart_stale_aem: true restarts '
-                           'AEM\'s unit)' % r.get('reason')))
+        result.append(miss(_reader_subject(r), 'reader_restart', '%s: restart it in your next window '
+                           '(aem_tuning_restart_stale_aem: true restarts AEM\'s unit)' % r.get('reason')))
     return result
 
 

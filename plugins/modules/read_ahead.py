@@ -124,23 +124,36 @@ options:
       - C(POSIX_FADV_NORMAL) also clears a C(POSIX_FADV_RANDOM) or C(SEQUENTIAL) hint the process
         may have set on that file itself; no interface shows whether it did. The result names
         every refreshed process, with its systemd unit; O(refresh_only) limits the refresh.
-      - A file that a process mapped and then closed (Lucene's C(MMapDirectory)) has no descriptor
-        to take; that process is named in C(readers.needs_restart). Where the kernel has no
-        C(pidfd_getfd) (before Linux 5.6, so RHEL 7 and RHEL 8 kernels), or Yama C(ptrace_scope=3) or
-        SELinux refuses it, the process is named in C(readers.not_refreshed) with the reason, and
-        the run does not fail.
-      - Which files are refreshed. For a target in O(paths), the files under that path (as the
-        process sees it; for a process in another mount namespace, every file on the device); for
-        a target in O(devices), every file on the device. Files are matched by device number
-        (C(stat) through C(/proc/PID/fd/N), the device field of C(/proc/PID/maps)), never by
-        following a path.
+      - Every stale reader that cannot be refreshed in place is named in C(readers.needs_restart), with
+        its reasons (C(why)): a file it mapped and then closed (Lucene's C(MMapDirectory)) has no
+        descriptor to take; a kernel without C(pidfd_getfd) (before Linux 5.6, so RHEL 7 and RHEL 8
+        kernels: probed once a run); Yama C(ptrace_scope=3) or SELinux refusing it; O(refresh_readers)
+        off; O(refresh_only) not naming it. The run does not fail.
+      - Which files are refreshed. For a target in O(paths), the files under that path, resolved
+        through symbolic links as the kernel reports open files (C(readers.links) names a link); for a
+        process in another mount namespace, every file on the device. For a target in O(devices),
+        every file on the device.
+      - Which files are readers. A descriptor open for reading on a regular file larger than the new
+        window, and a shared read-only mapping (as Oak maps its tar files); never program text (a file
+        the process maps executable, with its other mappings), private mappings (C(locale-archive)),
+        writable mappings or write-only descriptors. So a device target on the root disk names AEM and
+        its data, not the shells and daemons that run from it.
+      - How they are found, without touching other filesystems. The device of a descriptor comes from
+        C(/proc/PID/fdinfo/N) (C(mnt_id)) and the process's C(mountinfo); only descriptors on the tuned
+        devices are C(stat)ed, so a hung NFS or FUSE mount is never touched. Mappings carry their
+        device in C(/proc/PID/maps). The scan has a 20-second deadline; the processes it did not reach
+        are named in C(readers.unscanned). C(readers.scan) reports its cost. The scan runs after the
+        module's locks are released.
       - Which readers may be stale. The module records, in C(/run/aemops-os-tuning/readers.json),
         the device's value and the open files that were still stale after each run. While sysfs
         still reads that value and the run does not change it, a file is stale only when the
-        record lists it, since anything opened since got the value at C(open). Without such a record (the
-        first run, after a reboot, after a value set by hand), every open file on the device may be
-        stale and is refreshed, which makes the run C(changed) even when sysfs was already right.
-        A value changed by hand and changed back between two runs is not seen.
+        record lists it, since anything opened since got the value at C(open). After a boot, with no
+        record of that boot, a process that started after udev initialised the device is fresh when
+        sysfs reads the value of the device's rule in O(rules_file) and that file is older than the
+        boot (the boot rule, C(readers.boot_rule)). Otherwise (the first run, a value set by hand),
+        every open file on the device may be stale and is refreshed, which makes the run C(changed)
+        even when sysfs was already right. A value changed by hand and changed back on one boot is
+        not seen.
       - With V(false), nothing is refreshed and the readers are only reported.
       - Only with O(state=present). Check mode refreshes nothing and lists what a run would do.
     type: bool
@@ -148,7 +161,7 @@ options:
   refresh_only:
     description:
       - Refresh only the processes named here, by command (C(java)) or systemd unit (C(aem.service)
-        or C(aem)). The other stale readers are reported in C(readers.not_refreshed).
+        or C(aem)). The other stale readers are named in C(readers.needs_restart).
       - Empty (the default) refreshes every process that reads the targets.
     type: list
     elements: str
@@ -289,13 +302,34 @@ readers:
       sample: [{pid: 4242, comm: java, unit: aem.service, start: "2026-12-02T06:00:00Z", fds: 2, mappings: 2,
                 mapped_without_fd: 0, count: 2, files: [/srv/aem/repository/segmentstore/data00000a.tar]}]
     needs_restart:
-      description: Processes that map files with no open descriptor; only a restart applies the new value.
+      description:
+        - Processes with files at an earlier read-ahead that no refresh reached, so only a restart applies
+          the new value, each with C(why) (a list of V(mapping_without_fd), V(no_pidfd_getfd), V(yama),
+          V(eperm), V(lsm), V(refresh_off), V(not_named), V(failed)) and a one-line C(reason).
       type: list
       elements: dict
-    not_refreshed:
-      description: Processes with stale open files that were not refreshed, each with a one-line C(reason).
+    unscanned:
+      description: Processes the scan did not reach before its deadline, each with C(pid) and C(reason).
       type: list
       elements: dict
+    scan:
+      description: The scan's cost, C(processes), C(descriptors), C(stats) (only on the tuned devices),
+        C(by_path) (descriptors matched by path where C(fdinfo) has no C(mnt_id)), C(seconds), C(deadline_s).
+      type: dict
+    kernel_refresh:
+      description: Whether this kernel can take another process's descriptor (C(pidfd_getfd)); false on RHEL 7 and 8.
+      type: bool
+    boot_rule:
+      description: The devices whose readers were judged by the boot rule (no record of this boot).
+      type: list
+      elements: str
+    links:
+      description: Target paths that were symbolic links, and what they resolve to.
+      type: dict
+    notes:
+      description: One line per filesystem that needed a word (btrfs's anonymous device numbers).
+      type: list
+      elements: str
     unreadable:
       description: Processes whose C(/proc) entries could not be read, with the reason.
       type: list
@@ -323,9 +357,10 @@ def refresh_readers(module, root, plan, after_kb):
     p = module.params
     if p['state'] != 'present' or not plan['devices']:
         return None, False, None
-    kb, scope, changed_names = readers.targets_of(plan['devices'], p['paths'], after_kb)
+    kb, scope, changed_names, persisted = readers.targets_of(plan['devices'], p['paths'], after_kb)
     try:
-        surveyed = readers.survey(root, kb, scope, changed_names, p['refresh_only'], p['refresh_readers'])
+        surveyed = readers.survey(root, kb, scope, changed_names, p['refresh_only'], p['refresh_readers'],
+                                  persisted=persisted, config_paths=[p['rules_file']])
     except readers.ReadersError as e:
         module.warn('cannot look for the processes that read the targets: %s' % e)
         return None, False, None
@@ -384,14 +419,23 @@ def _run_locked(module, snap, p, kb, warnings):
         changed, after_kb, tuned_actions = applied['changed'], applied['after_kb'], applied['tuned_actions']
     for warning in plan['final_warnings']:
         module.warn(warning)
-    reader_report, refreshed, reader_diff = refresh_readers(module, snap.root, plan, after_kb)
-    changed = changed or refreshed
     tuned_profile = tuned.plan_summary(plan['tuned_plan'], plan['tuned_changed'], tuned_actions)
     result = {'changed': changed, 'devices': read_ahead_plan.device_results(plan, after_kb),
-              'rules_file': p['rules_file'], 'skipped_targets': plan['skipped'], 'tuned_profile': tuned_profile,
-              'readers': reader_report}
+              'rules_file': p['rules_file'], 'skipped_targets': plan['skipped'], 'tuned_profile': tuned_profile}
     if module._diff:
-        result['diff'] = read_ahead_plan.diff(plan) + ([reader_diff] if reader_diff else [])
+        result['diff'] = read_ahead_plan.diff(plan)
+    return result, plan, after_kb
+
+
+def with_readers(module, root, ran):
+    """The run's result with its running readers refreshed: after the locks are released, so that no lock of the
+    collection is held while other processes' files are scanned."""
+    result, plan, after_kb = ran
+    reader_report, refreshed, reader_diff = refresh_readers(module, root, plan, after_kb)
+    result['changed'] = result['changed'] or refreshed
+    result['readers'] = reader_report
+    if reader_diff:
+        result['diff'].append(reader_diff)
     return result
 
 
@@ -423,10 +467,10 @@ def main():
     owned = [] if module.check_mode else [module.params['rules_file'], tuned.child_profile_path(snap)]
     try:
         with files.locked_all(owned, ROOT):
-            result = run(module, snap)
+            ran = run(module, snap)
     except files.FileError as e:
         module.fail_json(msg=str(e))
-    module.exit_json(**result)
+    module.exit_json(**with_readers(module, snap.root, ran))
 
 
 if __name__ == '__main__':

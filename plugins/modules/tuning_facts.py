@@ -241,9 +241,11 @@ ansible_facts:
           C(summary), or null when not run).
         - With an O(intent) of state present, also C(readers), the running processes that read the targets with
           an earlier read-ahead (see O(aemops.os_tuning.read_ahead#module:refresh_readers)). It holds
-          C(stale) (open files not refreshed) and C(needs_restart) (files mapped with no descriptor), each with
-          C(pid), C(comm), C(unit), C(start), counts and C(reason); C(unreadable); C(record_problem). Each
-          is a miss in C(compliance).
+          C(stale) (open files an apply run refreshes in place) and C(needs_restart) (files only a restart
+          brings to the value: mapped with no descriptor, or on a kernel without C(pidfd_getfd), with C(why)),
+          each with C(pid), C(comm), C(unit), C(start), counts and C(reason); C(unreadable); C(unscanned);
+          C(scan) (its cost); C(kernel_refresh); C(boot_rule); C(links); C(notes); C(record_problem). Each
+          reader is a miss in C(compliance).
       type: dict
       sample:
         block_devices:
@@ -557,9 +559,12 @@ def check_intent(module, root, facts):
 def reader_facts(root, facts, plan):
     """The running processes that read the targets with an earlier read-ahead (module_utils/readers.py)."""
     scope = compliance.reader_scope(facts, plan)
-    kb = dict((name, (facts['block_devices'].get(name) or {}).get('read_ahead_kb')) for name in scope)
+    info = dict((name, facts['block_devices'].get(name) or {}) for name in scope)
+    kb = dict((name, i['read_ahead_kb']) for name, i in info.items() if i.get('read_ahead_kb') is not None)
+    persisted = dict((name, i['rule']) for name, i in info.items() if i.get('rule') is not None)
     try:
-        return readers.audit(readers.survey(root, dict((n, v) for n, v in kb.items() if v is not None), scope))
+        return readers.audit(readers.survey(root, kb, scope, persisted=persisted,
+                                            config_paths=[udev_rules.RULES_FILE]))
     except readers.ReadersError as e:
         raise OSError(str(e))
 

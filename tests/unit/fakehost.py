@@ -401,12 +401,16 @@ class FakeHost(object):
     # -- processes (/proc/PID) -------------------------------------------------------------
 
     def add_process(self, pid, comm='java', start_ticks=1000, fds=None, maps=(), unit='aem.service', uid=0,
-                    mnt_ns='mnt:[4026531841]', cgroup=None):
+                    mnt_ns='mnt:[4026531841]', cgroup=None, flags=None, mnt_id=True):
         """A process in /proc: ``fds`` {fd: (link text, 'major:minor', inode)} (a link text that does
         not start with / is a socket or a pipe), ``maps`` the lines of /proc/PID/maps as given.
 
         The descriptors are symbolic links to their text, as in procfs; what ``stat`` through them
-        gives (the device number of another filesystem) is kept here for :class:`FakeProcFs`.
+        gives (the device number of another filesystem) is kept here for :class:`FakeProcFs`. Each
+        has its fdinfo (``flags`` {fd: octal flags}, O_RDONLY|O_LARGEFILE by default; ``mnt_id``
+        False leaves it out, as kernels before 3.15 do) pointing into the process's mountinfo: the
+        host's mounts, and one more per other device of its descriptors, mounted at the first
+        descriptor's directory.
         """
         base = '/proc/%d' % pid
         self.write(base + '/stat', '%d (%s) S 1 %d %d 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 40 0 %d 1000 50 '
@@ -419,9 +423,20 @@ class FakeHost(object):
         self.mkdir(base + '/ns')
         if mnt_ns:
             self.symlink(base + '/ns/mnt', mnt_ns)
+        lines = list(self._mountinfo)
+        ids = {}
+        for line in lines:
+            ids.setdefault(line.split(' ')[2], int(line.split(' ')[0]))
+        self.mkdir(base + '/fdinfo')
         for fd, (text, majmin, ino) in sorted((fds or {}).items()):
             self.symlink('%s/fd/%d' % (base, fd), text)
             self.proc_stats[self.path('%s/fd/%d' % (base, fd))] = (majmin, ino)
+            if text.startswith('/') and majmin not in ids:
+                ids[majmin] = 9000 + len(lines)
+                lines.append('%d 1 %s / %s rw - fakefs none rw' % (ids[majmin], majmin, os.path.dirname(text)))
+            self.write('%s/fdinfo/%d' % (base, fd), 'pos:\t0\nflags:\t%s\n%sino:\t%d\n' % (
+                (flags or {}).get(fd, '0100000'), 'mnt_id:\t%d\n' % ids.get(majmin, 0) if mnt_id else '', ino))
+        self.write(base + '/mountinfo', ''.join(line + '\n' for line in lines))
         self.proc_uids[self.path(base)] = uid
         if not os.path.lexists(self.path('/proc/self/ns/mnt')):
             self.mkdir('/proc/self/ns')
@@ -438,14 +453,18 @@ class FakeProcFs(object):
     """The /proc reads of readers.scan on a FakeHost: ``stat`` through a descriptor link gives the device
     and inode recorded by add_process (a fake tree's link cannot point into another filesystem).
     ``unreadable`` {pid: errno} makes that process's fd directory fail; ``exits`` {pid} makes a
-    process vanish when its fd directory is listed (it exited during the scan)."""
+    process vanish when its fd directory is listed (it exited during the scan); ``slow`` {pid: seconds}
+    makes its fd directory take that long (a process whose /proc reads block). ``stats`` and ``reads``
+    list every stat and read."""
 
     def __init__(self, host):
         self.host = host
         self.proc = host.path('/proc')
         self.unreadable = {}
         self.exits = set()
+        self.slow = {}
         self.stats = []
+        self.reads = []
 
     def _pid_of(self, path):
         rel = os.path.relpath(path, self.proc).split(os.sep)
@@ -459,10 +478,18 @@ class FakeProcFs(object):
             if pid in self.exits:
                 import shutil
                 shutil.rmtree(self.host.path('/proc/%d' % pid))
+            if pid in self.slow:
+                import time
+                time.sleep(self.slow[pid])
         return os.listdir(path)
 
     def readlink(self, path):
         return os.readlink(path)
+
+    def read(self, path):
+        self.reads.append(path)
+        from ansible_collections.aemops.os_tuning.plugins.module_utils import readers
+        return readers._read(path)
 
     def stat(self, path):
         self.stats.append(path)
@@ -478,13 +505,15 @@ class FakeProcFs(object):
 
 class FakeSyscalls(object):
     """readers.Syscalls of a fake kernel over FakeHost processes: ``fail`` {call: errno} makes that call
-    fail; a duplicate refers to the (dev, ino) add_process gave the descriptor. Records every call and
+    fail (the probe of readers.refresh_support too, listed in ``probes``); a duplicate refers to the (dev, ino)
+    add_process gave the descriptor. Records every other call and
     keeps the descriptors it handed out in ``open_fds`` until they are closed."""
 
     def __init__(self, host, fail=None):
         self.host = host
         self.fail = fail or {}
         self.calls = []
+        self.probes = []
         self.open_fds = set()
         self.next_fd = 100
         self.dups = {}
@@ -499,6 +528,10 @@ class FakeSyscalls(object):
             raise OSError(self.fail[call], os.strerror(self.fail[call]))
 
     def pidfd_open(self, pid):
+        if pid == 0:  # readers.refresh_support's probe: pid 0 is never valid
+            self.probes.append('pidfd_open')
+            self._maybe_fail('pidfd_open')
+            raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))
         self.calls.append(('pidfd_open', pid))
         self._maybe_fail('pidfd_open')
         fd = self._new()
@@ -506,6 +539,10 @@ class FakeSyscalls(object):
         return fd
 
     def pidfd_getfd(self, pidfd, fd):
+        if pidfd not in self.dups:  # the probe's descriptor -1
+            self.probes.append('pidfd_getfd')
+            self._maybe_fail('pidfd_getfd')
+            raise OSError(errno.EBADF, os.strerror(errno.EBADF))
         self.calls.append(('pidfd_getfd', self.dups[pidfd], fd))
         self._maybe_fail('pidfd_getfd')
         link = self.host.path('/proc/%d/fd/%d' % (self.dups[pidfd], fd))

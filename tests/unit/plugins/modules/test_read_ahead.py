@@ -1086,8 +1086,6 @@ def test_one_run_on_an_lv_reads_each_source_once_to_plan(env, monkeypatch):
     assert reads.more_than_once() == {
         # tuned-adm profile rewrites it: read after the switch, to set the mode the plan chose
         '/etc/tuned/profile_mode': 2,
-        # the survey of running readers reads the record; it is verified again as the file it replaces
-        '/run/aemops-os-tuning/readers.json': 2,
         # planned, read back after the write, read again to enforce after udev, LVM and tuned acted
         '/sys/devices/virtual/block/dm-0/queue/read_ahead_kb': 3,
     }

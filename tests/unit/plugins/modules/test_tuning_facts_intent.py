@@ -24,7 +24,7 @@ from ansible_collections.aemops.os_tuning.plugins.modules import tuning_facts
 from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.test_tuning_facts import (
     LV_UUID, NVME1_SERIAL, REPO, el8_env)
 from ansible_collections.aemops.os_tuning.tests.unit.utils import run_module
-from fakehost import HostReads, tree_checksum
+from fakehost import FakeSyscalls, HostReads, tree_checksum
 
 SNAPSHOT = '/etc/ansible/facts.d/aem_tuning_before.fact'
 NVME1_LINK = '/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_%s' % NVME1_SERIAL
@@ -354,24 +354,40 @@ def test_the_sweep_settings_matter_only_with_auto(env):
     assert 'aem_tuning_sweep_readers=0: give 1 to 64 concurrent readers.' in result['msg']
 
 
-def test_running_readers_of_the_repository_are_misses_naming_pid_and_unit(env, monkeypatch):
-    """Set, but not in effect: Oak holds its tar files from before, a Lucene reader mapped and closed its file."""
+@pytest.mark.parametrize('pidfd', [True, False])
+def test_running_readers_of_the_repository_are_misses_naming_pid_and_unit(env, monkeypatch, pidfd):
+    """Set, but not in effect: Oak holds its tar files from before, a Lucene reader mapped and closed its file. On a
+    kernel without pidfd_getfd (RHEL 7 and 8) the advice is a restart, never "apply refreshes it"."""
     from ansible_collections.aemops.os_tuning.plugins.module_utils import readers
+    import errno
     seg = REPO + '/segmentstore'
     env.host.add_process(4242, 'java', 5000, fds={10: (seg + '/data00000a.tar', '253:0', 131)})
     env.host.add_process(4300, 'java', 5100, maps=['7f0-7f1 r--s 00000000 fd:00 200 %s/index/_0.cfs' % REPO])
     env.host.add_process(7000, 'tar', 8000, unit='backup.service', fds={3: ('/opt/aem/backup/x.tar', '253:0', 300)})
     monkeypatch.setattr(readers, 'ProcFs', lambda root: env.host.proc_procfs())
+    monkeypatch.setattr(readers, 'Syscalls', lambda: FakeSyscalls(env.host, {} if pidfd else {'pidfd_getfd': errno.ENOSYS}))
     result, facts = run({'intent': intent()})
-    assert [(r['pid'], r['unit']) for r in facts['readers']['stale']] == [(4242, 'aem.service')]
-    assert [(r['pid'], r['unit']) for r in facts['readers']['needs_restart']] == [(4300, 'aem.service')]
+    assert facts['readers']['kernel_refresh'] is pidfd
+    assert [(r['pid'], r['unit']) for r in facts['readers']['stale']] == ([(4242, 'aem.service')] if pidfd else [])
+    assert [(r['pid'], r['unit'], r['why']) for r in facts['readers']['needs_restart']] == (
+        [(4300, 'aem.service', ['mapping_without_fd'])] if pidfd else
+        [(4242, 'aem.service', ['no_pidfd_getfd']), (4300, 'aem.service', ['mapping_without_fd'])])
     misses = [(m['subject'], m['kind'], m['message']) for m in facts['compliance']['misses'] if m['kind'].startswith('reader')]
-    assert misses == [
-        ('pid 4242 (java, aem.service)', 'reader', 'holds 1 file(s) opened at an earlier read-ahead, so it still reads '
-         'with the earlier, larger window: run the role in apply mode (read_ahead refreshes it in place) or restart it'),
-        ('pid 4300 (java, aem.service)', 'reader_restart', "maps 1 file(s) whose descriptor it closed (as Lucene's "
-         'MMapDirectory does): no descriptor to refresh, so only a restart applies the new read-ahead '
-         "(aem_tuning_restart_stale_aem: true restarts AEM's unit)")]
+    restart = ("maps file(s) whose descriptor it closed (as Lucene's MMapDirectory does): no descriptor to refresh: "
+               "restart it in your next window (aem_tuning_restart_stale_aem: true restarts AEM's unit)")
+    if pidfd:
+        assert misses == [
+            ('pid 4242 (java, aem.service)', 'reader', 'holds 1 file(s) opened at an earlier read-ahead, so it still '
+             'reads with the earlier, larger window: run the role in apply mode (read_ahead refreshes it in place) or '
+             'restart it'),
+            ('pid 4300 (java, aem.service)', 'reader_restart', restart)]
+    else:
+        assert misses == [
+            ('pid 4242 (java, aem.service)', 'reader_restart', 'this kernel has no pidfd_getfd(2) (Linux 5.6 and '
+             'later; RHEL 7 and RHEL 8 kernels lack it), so its open files cannot be refreshed in place: restart it '
+             "in your next window (aem_tuning_restart_stale_aem: true restarts AEM's unit)"),
+            ('pid 4300 (java, aem.service)', 'reader_restart', restart)]
+        assert not any('apply mode' in m[2] for m in misses)
     assert result['changed'] is False
 
 
