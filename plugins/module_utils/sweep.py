@@ -53,7 +53,7 @@ import socket
 import threading
 import time
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, compliance, ebs, probe, runstate
+from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, compliance, ebs, probe, readers, runstate
 from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read_text, remove_file, root_path
 
 KIB = 1024
@@ -917,6 +917,13 @@ def run(the_plan, hooks=None, pid=None):
                  'started': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
                  'boot_id': boot_id(root), 'host': socket.gethostname(), 'path': the_plan['path']}
         write_state(root, the_plan['state_file'], state)  # recorded before the first change
+        # The candidates reach files opened meanwhile: every open file there counts as stale until a run refreshes it.
+        try:
+            readers.mark_changed(root, readers.device_numbers(root, [device])[0])
+        except (IOError, OSError, runstate.FileError) as e:
+            runstate.remove_state(the_plan['state_file'], _display(the_plan['state_file']))
+            raise SweepError('the sweep did not start, nothing was changed: cannot mark %s in %s (%s).'
+                             % (device, readers.RECORD_PATH, getattr(e, 'strerror', None) or e))
         error = None
         restored = False
         try:
