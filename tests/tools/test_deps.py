@@ -112,7 +112,7 @@ def fake(tmp_path):
         def run(self, *groups, **kw):
             env = {'PATH': str(bindir), 'FAKE': str(tmp_path), 'FAKE_UID': str(kw.get('uid', 0))}
             return subprocess.run(['/bin/bash', DEPS] + list(groups), env=env, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+                                  stderr=subprocess.PIPE, universal_newlines=True, timeout=60, check=False)
 
     return Fake()
 
@@ -219,7 +219,7 @@ def test_ci_and_make_use_the_one_list():
         ci = f.read()
     assert 'phase apt scripts/deps test' in ci
     assert 'APT_PACKAGES' not in ci and 'apt-get install' not in ci
-    out = subprocess.run(['make', '-n', 'run'], cwd=TOP, stdout=subprocess.PIPE, universal_newlines=True).stdout
+    out = subprocess.run(['make', '-n', 'run'], cwd=TOP, stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout
     assert out.split('\n')[0] == 'scripts/deps run'
-    out = subprocess.run(['make', '-n', 'deps'], cwd=TOP, stdout=subprocess.PIPE, universal_newlines=True).stdout
+    out = subprocess.run(['make', '-n', 'deps'], cwd=TOP, stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout
     assert out.split('\n')[0] == 'scripts/deps test'
