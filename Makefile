@@ -3,6 +3,7 @@
 #   make help       list the targets
 #   make test       everything CI runs (.ci/run), on two workers side by side (scripts/test-lanes.py)
 #   make check      the fast loop while working: lint, unit on 2.16, compat, integration (no VM)
+#   make deps       the Debian packages they need (requirements/system-packages.txt; run, check and test run it first)
 #
 # Environments (all rebuilt automatically when their requirements/*.txt lock changes;
 # re-running any target is fast when nothing changed):
