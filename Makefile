@@ -3,6 +3,7 @@
 #   make help       list the targets
 #   make test       everything CI runs (.ci/run), on two workers side by side (scripts/test-lanes.py)
 #   make check      the fast loop while working: lint, unit on 2.16, compat, integration (no VM)
+#   make deps       the Debian packages they need (requirements/system-packages.txt; run, check and test run it first)
 #
 # Environments (all rebuilt automatically when their requirements/*.txt lock changes;
 # re-running any target is fast when nothing changed):
@@ -69,6 +70,15 @@ help: ## Show this help
 
 # ---------------------------------------------------------------------------------------
 # Environments
+
+# System (Debian) packages: requirements/system-packages.txt, by group. make run, make check and
+# make test check theirs first (scripts/deps: dpkg-query, silent when all are there) and install
+# what is missing; DEPS= skips that (a machine that has the tools but no dpkg).
+DEPS := $(or $(filter run check test,$(MAKECMDGOALS)),test)
+
+.PHONY: deps
+deps: ## Debian packages of DEPS (run, check, test; default: the goals', else test): names and installs what is missing, as root or with sudo -n
+	@$(if $(strip $(DEPS)),scripts/deps $(DEPS),:)
 
 .PHONY: venv
 venv: ## Controller venvs (.venv: core 2.16 + tools; .cache/venv-2.19, .cache/venv-2.21), .collections link, ansible-test cache
@@ -143,7 +153,7 @@ lint-docs: venv ## antsibull-docs: validate plugin DOCUMENTATION/EXAMPLES/RETURN
 # 2.16: 32 tests, compile and import on each of SANITY_PYTHONS_216; 2.19: 24 tests,
 # compile and import on each of SANITY_PYTHONS_219. Two only act when they have input:
 # pslint (PowerShell files: there are none, and pwsh is not installed) and shellcheck
-# (needs the shellcheck binary: .ci/run installs it; under CI=true its absence fails).
+# (needs the shellcheck binary: make deps installs it for make test; under CI=true its absence fails).
 # tests/sanity/ignore-2.16.txt and ignore-2.19.txt stay empty: fix the code instead.
 
 .PHONY: sanity sanity-2.16 sanity-2.19 sanity-2.21
@@ -198,7 +208,7 @@ compat: venv pyenvs ## Module and module_utils unit tests on Python 2.7 and 3.6 
 
 # ansible-runner (the library AWX uses) drives playbooks/migrate-aem.yml in audit mode against aliases of this
 # machine, with ansible-core 2.16 and the newest, INJECT_FACTS_AS_VARS off, under strace; and playbooks/summary.yml
-# builds one summary from the jsonfile fact cache of two --limit runs. Root and strace (.ci/run installs it);
+# builds one summary from the jsonfile fact cache of two --limit runs. Root and strace (make deps installs it for make test);
 # 78-147 s measured on the loaded 2-core machine.
 .PHONY: runner
 runner: venv ## ansible-runner job of migrate-aem.yml (audit, localhost, 2.16 and 2.21, no writes outside its data dir) and summary.yml from a fact cache
@@ -250,7 +260,7 @@ vm-images: ## Build or reuse every VM image (bookworm and its grub variant, bull
 	tests/vm/upgrade.sh cache "$$(tests/vm/vm.sh build --release bullseye | tail -n 1)" bookworm trixie
 
 # The interpreter is pinned: discovery would pick a pyenv shim (python3.12) that fails here.
-run: venv ## The main job: boot the VM preset (RHEL 8 on Nitro) and fix it with playbooks/migrate-aem.yml
+run: deps venv ## The main job: boot the VM preset (RHEL 8 on Nitro) and fix it with playbooks/migrate-aem.yml
 	scripts/run-demo
 
 .PHONY: bench bench-caps bench-fleet
@@ -284,10 +294,10 @@ TEST_PHASES := vm-images molecule-upgrade lint sanity unit compat build-test ee 
   molecule-default molecule-controllers molecule-auto run molecule-cmdline molecule-syntax
 
 .PHONY: test check print-test-phases
-test: venv pyenvs ## Everything CI checks, on two workers, with a phase table (scripts/test-lanes.py)
+test: deps venv pyenvs ## Everything CI checks, on two workers, with a phase table (scripts/test-lanes.py)
 	python3 scripts/test-lanes.py $(TEST_PHASES)
 
-check: venv pyenvs ## The day-to-day loop, under 10 minutes: lint, unit (2.16, bench) and compat side by side, then integration (no VM)
+check: deps venv pyenvs ## The day-to-day loop, under 10 minutes: lint, unit (2.16, bench) and compat side by side, then integration (no VM)
 	@start=$$(date +%s); \
 	$(MAKE) -j2 --output-sync=target lint unit-2.16 unit-bench compat; \
 	$(MAKE) integration; \
