@@ -312,20 +312,25 @@ def readers_lines(r):
     for x in stale:
         out.append(row(x, 'still stale: %s' % x.get('reason')))
     for x in restart:
-        out.append(row(x, 'needs a restart: %s' % x.get('reason')))
+        out.append(row(x, 'needs a restart (%s): %s' % (', '.join(x.get('why') or []), x.get('reason'))))
     out.append('')
+    if rd.get('kernel_refresh') is False:
+        out += ['This kernel has no pidfd_getfd(2) (RHEL 7 and RHEL 8 kernels lack it): no open file can be refreshed '
+                'in place, so a reader opened at the earlier value needs a restart in your next window.', '']
     unit = rd.get('aem_unit')
     if unit:
+        units = (unit, unit + '.service')
         if rd.get('aem_restarted'):
             state = 'restarted (aem_tuning_restart_stale_aem)'
         elif rd.get('aem_needs_restart'):
             state = 'needs a restart (set aem_tuning_restart_stale_aem: true to let the role do it)'
+        elif any(x.get('unit') in units for x in stale):
+            state = 'still stale: an apply run refreshes it in place'
         elif rd.get('aem_refreshed'):
             state = 'refreshed in place, no restart needed'
         else:
             state = 'not among them'
         out.append('AEM\'s unit %s: %s.' % (unit, state))
-        units = (unit, unit + '.service')
         others = [x for x in refreshed if x.get('unit') not in units]
         if others:
             out.append('Also refreshed, outside AEM\'s unit (POSIX_FADV_NORMAL also clears a RANDOM or SEQUENTIAL hint '

@@ -47,7 +47,7 @@ BASE = {
     'reboot': {'requested': 'false', 'required': False, 'done': False, 'boot_id_before': None, 'before': None,
                'boot_id_after': None, 'booted': None, 'after': None, 'elapsed_s': None},
     'aem': None,
-    'readers': {'refreshed': [], 'stale': [], 'needs_restart': [], 'not_refreshed': [], 'unreadable': [],
+    'readers': {'refreshed': [], 'stale': [], 'needs_restart': [], 'unreadable': [],
                 'aem_unit': 'aem', 'aem_refreshed': False, 'aem_needs_restart': False, 'aem_restarted': False},
     'error_log': None, 'probe': None, 'auto': False, 'may_sweep': False, 'read_ahead_sweep': {}, 'sweep_failure': None,
     'read_ahead_default': {'kb': 32, 'why': '32 KiB: the default'}, 'read_ahead_devices': [],
@@ -250,3 +250,26 @@ def test_boot_clock_on_this_host():
     data = json.loads(subprocess.check_output([sys.executable, CLOCK]).decode('utf-8'))
     with open('/proc/sys/kernel/random/boot_id') as f:
         assert data['boot_id'] == f.read().strip()
+
+
+def aem_reader(why, reason):
+    return {'pid': 4242, 'comm': 'java', 'unit': 'aem.service', 'start': '2026-12-02T06:00:00Z', 'count': 3,
+            'why': why, 'reason': reason}
+
+
+def test_the_readers_say_why_a_restart_is_needed_and_whether_aem_is_among_them(tmpdir):
+    """Issue 35: on a kernel without pidfd_getfd AEM needs a restart, and the report says so, never 'not among them'."""
+    no_pidfd = dict(BASE, compliant=False, readers=dict(
+        BASE['readers'], aem_needs_restart=True, kernel_refresh=False,
+        needs_restart=[aem_reader(['no_pidfd_getfd'], 'this kernel has no pidfd_getfd(2)')]))
+    stale = dict(BASE, compliant=False, readers=dict(
+        BASE['readers'], stale=[aem_reader(None, 'holds 3 file(s) opened at an earlier read-ahead')]))
+    rc, _out, _err = run(tmpdir, {'results': {'aem1': no_pidfd, 'aem2': dict(stale, host='aem2')}})
+    assert rc == 0
+    text = read(tmpdir.join('aem1', 'report.md'))
+    assert '| 4242 | java | aem.service | 2026-12-02T06:00:00Z | 3 | needs a restart (no_pidfd_getfd): ' in text
+    assert 'This kernel has no pidfd_getfd(2) (RHEL 7 and RHEL 8 kernels lack it)' in text
+    assert "AEM's unit aem: needs a restart (set aem_tuning_restart_stale_aem: true" in text
+    text = read(tmpdir.join('aem2', 'report.md'))
+    assert "AEM's unit aem: still stale: an apply run refreshes it in place." in text
+    assert 'not among them' not in text
