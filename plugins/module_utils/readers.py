@@ -93,11 +93,12 @@ class ReadersError(Exception):
 #
 # Which device a descriptor is on is decided without following its link: ``readlink`` of
 # /proc/PID/fd/N gives the path text (procfs prints it, no filesystem is asked), /proc/PID/fdinfo/N
-# gives ``mnt_id`` (Linux 3.15, commit 49d063cb; ``ino`` from 5.14) and ``flags``, and the
+# gives ``mnt_id`` (Linux 3.15, "proc: show mnt_id in /proc/pid/fdinfo"; ``ino`` from 5.14) and ``flags``, and the
 # process's /proc/PID/mountinfo maps the mount id to ``major:minor``. Only a descriptor on one of
 # the devices this run tunes (a local block device) is ``stat``ed. So an NFS, EFS or FUSE mount
 # whose server is gone is never touched: a ``stat`` through its link would wait for that server.
-# Where fdinfo has no ``mnt_id`` (a kernel before 3.15 without the backport), the link's path is
+# RHEL 7's 3.10 carries ``mnt_id`` (a CentOS 7 kernel's fdinfo shows it: checkpoint-restore/criu issue 502,
+# 2018-06-07). Where fdinfo has no ``mnt_id`` (a kernel before 3.15 without the backport), the link's path is
 # matched against the mount table (the longest mount point that holds it), still without a
 # ``stat`` outside the tuned devices. The whole scan runs in a worker thread with a deadline: past
 # it the run goes on and names the processes it did not reach (reading /proc/PID/maps waits for
