@@ -25,18 +25,21 @@ Why (kernel source, torvalds/linux):
   descriptor (``fget_task``, the same ``struct file``). It requires
   ``ptrace_may_access(task, PTRACE_MODE_ATTACH_REALCREDS)``: root with CAP_SYS_PTRACE passes,
   Yama ``ptrace_scope=3`` refuses everyone (EPERM), an LSM (SELinux) may refuse (EACCES).
-  Upstream 4.18 (RHEL 8) and 3.10 (RHEL 7) have neither call: ENOSYS, reported per process.
+  RHEL 8's 4.18 and RHEL 7's 3.10 have neither call: ENOSYS, probed once a run
+  (:func:`refresh_support`), and every stale reader then needs a restart.
 - A mapping whose descriptor was closed cannot be reached: opening
   ``/proc/PID/map_files/...`` creates a *new* ``struct file``. Such a process must restart.
 
 This file has three parts, each a set of plain functions over a root path (``/`` on a host,
 a fake tree in the unit tests):
 
-- :func:`scan`: one pass over ``/proc``, matching open descriptors (``stat`` through
-  ``/proc/PID/fd/N``) and mappings (the device field of ``/proc/PID/maps``) by device
-  number, never by following a path;
-- :func:`assess`, :func:`plan_refresh`: which readers may have an old window (the rule is in
-  :func:`assess`) and which of them this run refreshes or names as needing a restart;
+- :func:`scan`: one pass over ``/proc`` with a deadline, matching open descriptors (their
+  device from ``fdinfo``'s ``mnt_id`` and the ``mountinfo``; ``stat`` only on the tuned
+  devices) and mappings (the device field of ``/proc/PID/maps``) by device number, never by
+  following a path into another filesystem;
+- :func:`assess` (with :func:`settled_since`, the boot rule), :func:`plan_refresh`: which
+  readers may have an old window and which of them this run refreshes or names as needing a
+  restart, with the reason (:data:`WHY`);
 - :func:`refresh`: ``pidfd_open`` + ``pidfd_getfd`` + ``posix_fadvise(NORMAL)`` + ``close``,
   through an injectable :class:`Syscalls`;
 - the record of what was refreshed (:func:`record_path`, :func:`read_record`,
@@ -1087,7 +1090,7 @@ def outcome(surveyed, refreshed=None):
     ``refreshed`` lists what a real run would refresh), and the items still stale per device number.
 
     Every stale reader is either refreshed or in ``needs_restart`` with its reasons (``why``: codes of
-    :data:`WHY`); ``aem_unit``-free: the role decides which of them is AEM."""
+    :data:`WHY`); the role decides which of them is AEM."""
     plan = surveyed['plan']
     found = surveyed['found']
     out = {'refreshed': [], 'needs_restart': [], 'unreadable': found['unreadable'], 'unscanned': found['unscanned'],
