@@ -790,12 +790,12 @@ def _yama_scope(root):
         return None
 
 
-# Why a reader needs a restart: each reason once, as the reports and the misses say it.
+# Why a reader needs a restart: each reason once, as the reports and the misses say it (%(count)d: its files).
 WHY = {
-    'mapping_without_fd': 'maps file(s) whose descriptor it closed (as Lucene\'s MMapDirectory does): no descriptor '
-                          'to refresh',
+    'mapping_without_fd': 'maps %(count)d file(s) whose descriptor it closed (as Lucene\'s MMapDirectory does): no '
+                          'descriptor to refresh',
     'no_pidfd_getfd': 'this kernel has no pidfd_getfd(2) (Linux 5.6 and later; RHEL 7 and RHEL 8 kernels lack it), so '
-                      'its open files cannot be refreshed in place',
+                      'its %(count)d open file(s) cannot be refreshed in place',
     'yama': 'Yama ptrace_scope is 3, which forbids taking another process\'s descriptors (pidfd_getfd needs ptrace '
             'attach rights)',
     'eperm': 'pidfd_getfd was refused (EPERM): it needs ptrace attach rights over the process (root with '
@@ -869,8 +869,8 @@ def _refresh_process(root, entry, items, syscalls):
                 syscalls.fadvise_normal(fd)
                 refreshed.append(item)
             except OSError as e:
-                return refreshed, vanished, ('failed', '%s (posix_fadvise: %s)' % (WHY['failed'],
-                                                                                 files.describe_os_error(e)))
+                failure = '%s (posix_fadvise: %s)' % (WHY['failed'], files.describe_os_error(e))
+                return refreshed, vanished, ('failed', failure)
             finally:
                 syscalls.close(fd)
     finally:
@@ -1063,7 +1063,7 @@ def survey(root, kb_by_name, scope_by_name, changed=(), only=(), enabled=True, p
 
 
 def _restart_entry(surveyed, entry, items, why, reason=None):
-    reason = reason or WHY[why]
+    reason = (reason or WHY[why]).replace('%(count)d', str(len(items)))
     if why == 'not_named':
         reason = '%s (%s)' % (reason, ', '.join(surveyed['only']))
     return dict(describe(entry, items), why=why, reason=reason)

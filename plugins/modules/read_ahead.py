@@ -125,9 +125,9 @@ options:
         may have set on that file itself; no interface shows whether it did. The result names
         every refreshed process, with its systemd unit; O(refresh_only) limits the refresh.
       - Every stale reader that cannot be refreshed in place is named in C(readers.needs_restart), with
-        its reasons (C(why)): a file it mapped and then closed (Lucene's C(MMapDirectory)) has no
+        its reasons (C(why)). A file it mapped and then closed (Lucene's C(MMapDirectory)) has no
         descriptor to take; a kernel without C(pidfd_getfd) (before Linux 5.6, so RHEL 7 and RHEL 8
-        kernels: probed once a run); Yama C(ptrace_scope=3) or SELinux refusing it; O(refresh_readers)
+        kernels, probed once a run); Yama C(ptrace_scope=3) or SELinux refusing it; O(refresh_readers)
         off; O(refresh_only) not naming it. The run does not fail.
       - Which files are refreshed. For a target in O(paths), the files under that path, resolved
         through symbolic links as the kernel reports open files (C(readers.links) names a link); for a

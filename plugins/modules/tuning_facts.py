@@ -242,7 +242,7 @@ ansible_facts:
         - With an O(intent) of state present, also C(readers), the running processes that read the targets with
           an earlier read-ahead (see O(aemops.os_tuning.read_ahead#module:refresh_readers)). It holds
           C(stale) (open files an apply run refreshes in place) and C(needs_restart) (files only a restart
-          brings to the value: mapped with no descriptor, or on a kernel without C(pidfd_getfd), with C(why)),
+          brings to the value, mapped with no descriptor or on a kernel without C(pidfd_getfd), with C(why)),
           each with C(pid), C(comm), C(unit), C(start), counts and C(reason); C(unreadable); C(unscanned);
           C(scan) (its cost); C(kernel_refresh); C(boot_rule); C(links); C(notes); C(record_problem). Each
           reader is a miss in C(compliance).

@@ -373,7 +373,7 @@ def test_running_readers_of_the_repository_are_misses_naming_pid_and_unit(env, m
         [(4300, 'aem.service', ['mapping_without_fd'])] if pidfd else
         [(4242, 'aem.service', ['no_pidfd_getfd']), (4300, 'aem.service', ['mapping_without_fd'])])
     misses = [(m['subject'], m['kind'], m['message']) for m in facts['compliance']['misses'] if m['kind'].startswith('reader')]
-    restart = ("maps file(s) whose descriptor it closed (as Lucene's MMapDirectory does): no descriptor to refresh: "
+    restart = ("maps 1 file(s) whose descriptor it closed (as Lucene's MMapDirectory does): no descriptor to refresh: "
                "restart it in your next window (aem_tuning_restart_stale_aem: true restarts AEM's unit)")
     if pidfd:
         assert misses == [
@@ -384,7 +384,7 @@ def test_running_readers_of_the_repository_are_misses_naming_pid_and_unit(env, m
     else:
         assert misses == [
             ('pid 4242 (java, aem.service)', 'reader_restart', 'this kernel has no pidfd_getfd(2) (Linux 5.6 and '
-             'later; RHEL 7 and RHEL 8 kernels lack it), so its open files cannot be refreshed in place: restart it '
+             'later; RHEL 7 and RHEL 8 kernels lack it), so its 1 open file(s) cannot be refreshed in place: restart it '
              "in your next window (aem_tuning_restart_stale_aem: true restarts AEM's unit)"),
             ('pid 4300 (java, aem.service)', 'reader_restart', restart)]
         assert not any('apply mode' in m[2] for m in misses)
