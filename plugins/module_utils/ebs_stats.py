@@ -248,6 +248,18 @@ def samples(root, names, nvme=None):
     return dict((disk, sample(root, disk, nvme)) for disk in nvme_disks(root, names))
 
 
+def targeted(facts):
+    """The devices whose EBS statistics tuning_facts reports, from its facts: with a plan, the device of each target
+    path and each device given (ebs_stats finds the NVMe disks beneath them); without one, every NVMe namespace."""
+    plan = facts.get('plan')
+    if plan is None:
+        return sorted(n for n, info in (facts.get('block_devices') or {}).items() if (info or {}).get('type') == 'nvme')
+    paths = facts.get('paths') or {}
+    names = [(paths.get(p) or {}).get('device') for p in plan.get('targets') or []]
+    names += [n for _spec, n in sorted((plan.get('devices') or {}).items())]
+    return [n for n in names if n]
+
+
 # ---------------------------------------------------------------------------------------------
 # Two samples: rates
 
@@ -321,8 +333,8 @@ def bound_line(at_cap, seconds):
     if not hit:
         return 'no cap bound: neither the volume nor the instance reached its IOPS or throughput cap'
     first = hit[0]
-    line = 'the %s sat at its %s cap for %s of %s seconds' % (first[1], first[2], _seconds_text(first[0]),
-                                                                _seconds_text(seconds))
+    line = 'the %s sat at its %s cap for %s of %s seconds' % (
+        first[1], first[2], _seconds_text(first[0]), _seconds_text(seconds))
     for s, who, cap in hit[1:]:
         line += '; the %s at its %s cap for %s' % (who, cap, _seconds_text(s))
     return line
