@@ -244,8 +244,13 @@ def nvme_disks(root, names):
 
 
 def samples(root, names, nvme=None):
-    """{device: sample} for the NVMe namespaces among and beneath ``names``."""
+    """{device: sample} for the NVMe namespaces among and beneath ``names``, once per run (:func:`sample`)."""
     return dict((disk, sample(root, disk, nvme)) for disk in nvme_disks(root, names))
+
+
+def read_samples(root, names, nvme=None):
+    """{device: sample} for the NVMe namespaces among and beneath ``names``, read now (a window's ends)."""
+    return dict((disk, read_sample(root, disk, nvme)) for disk in nvme_disks(root, names))
 
 
 def targeted(facts):
