@@ -358,3 +358,15 @@ def window(before, after, seconds):
     except NoStats as e:
         out['reason'] = NO_STATS + str(e)
     return out
+
+
+def cap_hits(window):
+    """Whether the volume and the instance hit a cap in a window (:func:`window`) that has rates: {'volume_id',
+    'volume_at_cap', 'instance_at_cap', 'bound'}; None without rates (no page, a reason)."""
+    rates = (window or {}).get('rates')
+    if not rates:
+        return None
+    return {'volume_id': window.get('volume_id'),
+            'volume_at_cap': max(rates['volume_tp_s_per_min'], rates['volume_iops_s_per_min']) >= CAP_NOTICE_S,
+            'instance_at_cap': max(rates['instance_tp_s_per_min'], rates['instance_iops_s_per_min']) >= CAP_NOTICE_S,
+            'bound': rates['bound']}
