@@ -71,9 +71,8 @@ NUMDL = PAGE_BYTES // 4 - 1
 NSID = 1
 OPCODE_GET_LOG_PAGE = 0x02
 NVME_IOCTL_ADMIN_CMD = 0xC0484E41
-COMMAND_BYTES = 72
-# struct nvme_admin_cmd (linux/nvme_ioctl.h), little-endian as on every host this runs on (x86_64, aarch64).
-COMMAND = struct.Struct('<BBHIIIQQIIIIIIIIII')
+# struct nvme_admin_cmd (linux/nvme_ioctl.h), 72 bytes in the host's byte order (the page itself is little-endian).
+COMMAND = struct.Struct('=BBHIIIQQIIIIIIIIII')
 MAGIC_EBS = 0x3C23B510
 MAGIC_INSTANCE_STORE = 0xEC2C0D7E
 HEADER = struct.Struct('<II')
