@@ -263,8 +263,9 @@ def device_type(root, name):
 
 
 def nvme_attr(root, name, attr):
-    """An attribute of the NVMe controller behind namespace ``name`` (``serial``, ``model``)."""
-    return _read_attr(os.path.join(device_dir(root, name), 'device', attr))
+    """An attribute of the NVMe controller behind namespace ``name`` (``serial``, ``model``), read once per run."""
+    return _once(root, ('nvme_attr', name, attr),
+                 lambda: _read_attr(os.path.join(device_dir(root, name), 'device', attr)))
 
 
 def lvm_names(root, name):

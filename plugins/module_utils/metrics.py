@@ -14,7 +14,7 @@ Three parts, plain functions over a root path (``/`` on a host, a fake tree in t
 
 - :func:`samples` and :func:`render`: the metric families, in a fixed order, samples sorted by
   their labels, label values escaped (``\\``, ``"``, newline), so that the same state renders the
-  same bytes. Only :data:`TIMESTAMP` changes from run to run.
+  same bytes. Only :data:`TIMESTAMP` and the EBS volume's own counters change from run to run.
 - :func:`check_directory`, :func:`read_existing`: the owned-file rules for a directory the operator
   names and a file this collection owns in it. The directory must be a real directory (not a
   symbolic link), owned by root (or this run's user) and not writable by group or others, and so
@@ -31,7 +31,7 @@ Names follow the Prometheus conventions that ``promtool check metrics`` lints (c
 units (read-ahead in ``_bytes``, not ``_kb``, which promtool reports as an abbreviated unit; KiB x 1024), HELP
 on every family, ``_info`` families of value 1, ``_timestamp_seconds`` on a gauge, no type in a name.
 
-``changed``: a run is changed when a value other than :data:`TIMESTAMP` differs (or the file is
+``changed``: a run is changed when a value other than :data:`TIMESTAMP` or an EBS counter differs (or the file is
 new, or its mode or owner differ). A run that finds the same state still rewrites the file, so the
 timestamp (and node_exporter's ``node_textfile_mtime_seconds``) always tells when the host was
 last looked at, but reports ``changed: false``: a scheduled audit of a compliant host stays green,
@@ -60,8 +60,29 @@ MAX_BYTES = 1024 * 1024
 HEADER = files.managed_header('textfile_metrics module', 'Read-ahead and THP drift for node_exporter\'s textfile '
                               'collector (--collector.textfile.directory).')
 
-# (name, help) in the order they are written. Every family is a gauge; an _info family has the value 1 and
-# carries its information in labels (the Prometheus convention where the text format has no info type).
+# The EBS volume's own counters (tuning_facts' ``ebs``, NVMe log page 0xD0; module_utils/ebs_stats.py), as Prometheus
+# counters since the volume was attached, labelled by device and volume_id, written only where the page was read:
+# (the page's key, the family's name after PREFIX_ebs_, the divisor to the base unit (microseconds: 10 ** 6), help).
+_SINCE = ' since the volume was attached (its NVMe log page 0xD0).'
+EBS_COUNTERS = (
+    ('ebs_volume_performance_exceeded_iops', 'volume_iops_exceeded_seconds_total',
+     10 ** 6, 'Seconds the EBS volume was at its IOPS cap' + _SINCE),
+    ('ebs_volume_performance_exceeded_tp', 'volume_throughput_exceeded_seconds_total',
+     10 ** 6, 'Seconds the EBS volume was at its throughput cap' + _SINCE),
+    ('ec2_instance_performance_exceeded_iops', 'instance_iops_exceeded_seconds_total',
+     10 ** 6, 'Seconds the EC2 instance was at its EBS IOPS cap, seen from this volume' + _SINCE),
+    ('ec2_instance_performance_exceeded_tp', 'instance_throughput_exceeded_seconds_total',
+     10 ** 6, 'Seconds the EC2 instance was at its EBS throughput cap, seen from this volume' + _SINCE),
+    ('total_read_ops', 'read_ops_total', 1, 'Read operations of the EBS volume' + _SINCE),
+    ('total_write_ops', 'write_ops_total', 1, 'Write operations of the EBS volume' + _SINCE),
+    ('total_read_bytes', 'read_bytes_total', 1, 'Bytes read from the EBS volume' + _SINCE),
+    ('total_write_bytes', 'written_bytes_total', 1, 'Bytes written to the EBS volume' + _SINCE),
+    ('total_read_time', 'read_seconds_total', 10 ** 6, 'Seconds spent on reads of the EBS volume' + _SINCE),
+    ('total_write_time', 'write_seconds_total', 10 ** 6, 'Seconds spent on writes of the EBS volume' + _SINCE),
+)
+
+# (name, help) in the order they are written. Every family but the EBS counters is a gauge; an _info family has the
+# value 1 and carries its information in labels (the Prometheus convention where the text format has no info type).
 FAMILIES = (
     (TIMESTAMP, 'Time of the last run of aemops.os_tuning on this host (Unix time, the host\'s clock).'),
     (PREFIX + '_run_info', 'The last run: the role\'s mode (apply or audit) and state (present or absent).'),
@@ -82,8 +103,10 @@ FAMILIES = (
     (PREFIX + '_thp_info', 'Transparent Huge Pages as the kernel has them now (enabled and defrag).'),
     (PREFIX + '_stale_readers', 'Processes that still read a tuned device with an earlier read-ahead: fix is '
                                 'refresh (open files, refreshed by an apply run) or restart (mapped files).'),
-)
+) + tuple((PREFIX + '_ebs_' + name, help_text) for _key, name, _scale, help_text in EBS_COUNTERS)
 NAMES = tuple(name for name, _help in FAMILIES)
+# The families that are counters (the rest are gauges): the EBS volume's own, since it was attached.
+COUNTERS = frozenset(PREFIX + '_ebs_' + name for _key, name, _scale, _help in EBS_COUNTERS)
 
 _LABEL_NAME = re.compile(r'^[a-zA-Z_][a-zA-Z0-9_]*$')
 _FILE_NAME = re.compile(r'^[A-Za-z0-9_][A-Za-z0-9_.-]*\.prom\Z')
@@ -239,6 +262,16 @@ def samples(facts, now, read_ahead_kb=None, error='', mode=None, state=None):
     if isinstance(readers, dict):
         add(PREFIX + '_stale_readers', len(readers.get('stale') or []), fix='refresh')
         add(PREFIX + '_stale_readers', len(readers.get('needs_restart') or []), fix='restart')
+    ebs = facts.get('ebs')
+    for device, found in sorted((ebs if isinstance(ebs, dict) else {}).items()):
+        stats = (found or {}).get('stats') if isinstance(found, dict) else None
+        if not isinstance(stats, dict):
+            continue  # no page read: the reason is in the facts and the report, not a series
+        for key, name, scale, _help in EBS_COUNTERS:
+            value = _int(stats.get(key))
+            if value is not None:
+                add(PREFIX + '_ebs_' + name, value / float(scale) if scale != 1 else value, device=device,
+                    volume_id=found.get('volume_id') or '')
     return out
 
 
@@ -257,7 +290,7 @@ def render(families):
         if not found:
             continue
         lines.append(u'# HELP %s %s' % (name, escape_help(helps[name])))
-        lines.append(u'# TYPE %s gauge' % name)
+        lines.append(u'# TYPE %s %s' % (name, 'counter' if name in COUNTERS else 'gauge'))
         for labels, value in sorted(found, key=_sort_key):
             for key, _v in labels:
                 if not _LABEL_NAME.match(key) or key.startswith('__'):
@@ -268,10 +301,12 @@ def render(families):
 
 
 def without_timestamp(content):
-    """``content`` without the sample line of :data:`TIMESTAMP`: what decides ``changed``."""
+    """``content`` without the sample lines of :data:`TIMESTAMP` and of the counters (:data:`COUNTERS`, which move
+    by themselves between runs): what decides ``changed``."""
     if content is None:
         return None
-    return u'\n'.join(line for line in text(content).split(u'\n') if not line.startswith(TIMESTAMP + u' '))
+    moving = (TIMESTAMP + u' ',) + tuple(text(name) + u'{' for name in sorted(COUNTERS))
+    return u'\n'.join(line for line in text(content).split(u'\n') if not line.startswith(moving))
 
 
 # ---------------------------------------------------------------------------------------------

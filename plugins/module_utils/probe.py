@@ -41,7 +41,7 @@ import platform
 import random
 import time
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, compliance
+from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, compliance, ebs_stats
 from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read_text, remove_file, root_path
 
 KIB = 1024
@@ -667,21 +667,46 @@ def check_mode_result(the_plan):
     return result
 
 
+def ebs_samples(root, devices, nvme=None):
+    """The EBS statistics of the NVMe volumes among and beneath ``devices`` (kernel names or /dev paths), read now
+    ({device: sample}, ebs_stats). A device that cannot be resolved, or whose sysfs cannot be read, is one line
+    under its name, never a failure."""
+    out = {}
+    for spec in devices:
+        try:
+            names = ebs_stats.nvme_disks(root, [blockdev.resolve_device(root, spec)])
+            out.update(ebs_stats.read_samples(root, [n for n in names if n not in out], nvme))
+        except (IOError, OSError, blockdev.BlockDeviceError) as e:
+            out[spec] = {'device': spec, 'volume_id': None,
+                         'reason': ebs_stats.NO_STATS + 'cannot read what is beneath %s (%s)' % (spec, e)}
+    return out
+
+
+def ebs_windows(before, after, seconds):
+    """{device: ebs_stats.window} for the devices sampled at both ends of a window of ``seconds``."""
+    return dict((name, ebs_stats.window(before[name], after[name], seconds)) for name in after if name in before)
+
+
 def run(the_plan, clock=None, sleep=None, reader=None, stat_reader=None, data=None, resident=None,
-        noise_window=NOISE_WINDOW_S, pid=None):
+        noise_window=NOISE_WINDOW_S, pid=None, ebs_reader=None):
     """Run the probe of ``the_plan`` (from :func:`plan`) and return the result dict.
 
     Injectable for tests: ``clock`` (seconds), ``sleep``, ``reader`` (a function of the open
     descriptor and the mapping or None that returns ``read(offset, length)``), ``stat_reader``
     (returns a parsed stat of the measured device), ``data`` (bytes for the file), ``resident``
-    (pages of the file in the page cache, or None). The scratch file is unlinked right after
+    (pages of the file in the page cache, or None), ``ebs_reader`` (returns {device: sample} of the
+    EBS volumes beneath the device, :func:`ebs_samples`). The scratch file is unlinked right after
     it is created and its descriptor closed in every case, so nothing stays behind.
+
+    The EBS volumes' own statistics are sampled at the start and the end of the reads (``ebs``: per
+    volume, the rates of the window, or why there are none).
     """
     clock = clock or _default_clock()
     sleep = sleep or time.sleep
     resident = resident or resident_pages
     root, device = the_plan['root'], the_plan['stat_device']
     stat_reader = stat_reader or (lambda: read_stat(root, device))
+    ebs_reader = ebs_reader or (lambda: ebs_samples(root, [the_plan['device']] + list(the_plan.get('ebs_devices') or [])))
     size_bytes = the_plan['size_mb'] * MIB
     record_bytes = the_plan['record_kb'] * KIB
     timeout = the_plan['timeout']
@@ -702,15 +727,19 @@ def run(the_plan, clock=None, sleep=None, reader=None, stat_reader=None, data=No
         read = (reader or _default_reader)(fd, mapping)
 
         rate_before, before = idle_rate(stat_reader, clock, sleep, noise_window)
+        ebs_before, ebs_t0 = ebs_reader(), clock()
         t0 = clock()
         latencies, timed_out = random_reads(read, offsets, record_bytes, clock, t0 + timeout)
         elapsed = clock() - t0
         after, settled = settle(stat_reader, clock, sleep)
+        ebs_after = ebs_reader()
+        ebs = ebs_windows(ebs_before, ebs_after, clock() - ebs_t0)
         cached_pages = resident(fd, size_bytes)
         rate_after = idle_rate(stat_reader, clock, sleep, noise_window, first=after)[0]
     finally:
         close_scratch(fd, path, mapping)
     result['scratch_removed'] = not os.path.exists(path)
+    result['ebs'] = ebs
     return _report(result, eviction, latencies, timed_out, elapsed, settled, read_delta(before, after),
                    cached_pages, rate_before, rate_after)
 

@@ -36,8 +36,8 @@ from ansible_collections.aemops.os_tuning.plugins.module_utils import compliance
 
 DEFAULT_PATH = '/etc/ansible/facts.d/aem_tuning_before.fact'
 # What tuning_facts adds to the host's facts for one run (its plan, the misses, the readers it found, the snapshot
-# it read): not the host's settings, so not recorded.
-SNAPSHOT_KEYS_LEFT_OUT = ('snapshot', 'plan', 'compliance', 'readers')
+# it read, the EBS volumes' counters of the moment): not the host's settings, so not recorded.
+SNAPSHOT_KEYS_LEFT_OUT = ('snapshot', 'plan', 'compliance', 'readers', 'ebs')
 FILE_MODE = 0o644
 DIR_MODE = 0o755
 

@@ -53,7 +53,8 @@ import socket
 import threading
 import time
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, compliance, ebs, probe, readers, runstate
+from ansible_collections.aemops.os_tuning.plugins.module_utils import (
+    blockdev, compliance, ebs, ebs_stats, probe, readers, runstate)
 from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read_text, remove_file, root_path
 
 KIB = 1024
@@ -883,6 +884,7 @@ def default_hooks(the_plan):
         'seq_reader': _seq_reader,
         'data': None,
         'on_value': None,
+        'ebs': lambda: probe.ebs_samples(root, [the_plan['device']]),
     }
 
 
@@ -1008,9 +1010,13 @@ def _measure(the_plan, hooks, deadline, results):
             if hooks.get('on_value'):
                 hooks['on_value'](value)
             entry = {'read_ahead_kb': value}
+            ebs_before, ebs_t0 = hooks['ebs'](), clock()
             entry.update(random_phase(hooks, fd, size_bytes, _records_for(the_plan, index, size_bytes),
                                       the_plan['readers'], the_plan['duration'], deadline,
                                       the_plan.get('timeline_interval') or 0))
+            ebs_caps = ebs_hits(probe.ebs_windows(ebs_before, hooks['ebs'](), clock() - ebs_t0))
+            if ebs_caps:
+                entry['ebs'] = ebs_caps
             entry.update(sequential_phase(hooks, fd, size_bytes, the_plan['sequential_block_kb'] * KIB,
                                           the_plan['duration'], deadline))
             entry['bound'] = bound(entry, the_plan['caps'])
@@ -1029,6 +1035,13 @@ def _measure(the_plan, hooks, deadline, results):
             os.close(fd)
         remove_file(path)
     return results
+
+
+def ebs_hits(windows):
+    """{device: ebs_stats.cap_hits} for the EBS volumes whose page was read at both ends of a value's random phase
+    (the Oak-like load): whether the volume or the instance hit a cap meanwhile."""
+    found = dict((name, ebs_stats.cap_hits(w)) for name, w in windows.items())
+    return dict((name, hit) for name, hit in found.items() if hit)
 
 
 def _records_for(the_plan, index, size_bytes):
@@ -1066,7 +1079,8 @@ def table(results):
                      % (r['read_ahead_kb'], _num(r.get('reads_per_s')), _num(r.get('read_amplification')),
                         _num(r.get('device_mib_s')), _num(r.get('device_iops'), '%.0f'),
                         _num(lat.get('p50_ms'), '%.3f'), _num(lat.get('p99_ms'), '%.3f'),
-                        _num(r.get('seq_mib_s')), ' (noisy)' if r.get('noisy') else ''))
+                        _num(r.get('seq_mib_s')), ' (noisy)' if r.get('noisy') else '')
+                     + ''.join('; %s: %s' % (name, hit['bound']) for name, hit in sorted((r.get('ebs') or {}).items())))
     return lines
 
 

@@ -34,6 +34,8 @@ description:
     stays within 25% of the file, and RV(reads_capped) says why. Otherwise a large read-ahead sweeps the whole
     file and the file size, not read-ahead, bounds the amplification. For example at 4096 KiB read-ahead,
     2000 reads over 256 MiB are lowered to 16, while at 32 KiB all 2000 run.
+  - On AWS Nitro, reads each EBS volume's own statistics beneath the device before and after the reads (RV(ebs)),
+    whether the volume or the instance sat at an IOPS or throughput cap while the probe read.
   - Detects other readers of the device. What the device read beyond what the scratch file gained in the page
     cache (by C(mincore)) was read for someone else. Where C(mincore) is not available, the device's idle read
     rate, measured for a second before and after the probe, times the probe's duration is the estimate. When
@@ -93,6 +95,13 @@ options:
         and after a change read the same records.
     type: int
     default: 4242
+  ebs_devices:
+    description:
+      - Other devices (kernel names or C(/dev) paths) whose EBS volumes' own statistics are sampled over the same
+        reads (RV(ebs)), besides those beneath O(path). The C(aem_tuning) role passes the devices it tunes.
+    type: list
+    elements: str
+    default: []
 notes:
   - Check mode writes and measures nothing. It checks the path, the device and the free space and reports the
     device, the file size and the number of reads after capping.
@@ -341,6 +350,26 @@ noise_reason:
   description: Why the measurement is noisy, or null.
   returned: success and not check mode
   type: str
+ebs:
+  description:
+    - Per NVMe namespace beneath the device (an EBS volume on AWS Nitro), what the volume says of itself over the
+      reads, from its NVMe log page 0xD0 read (read-only, as root) before the first read and after the device
+      settled. Each has C(device), C(volume_id) and either C(rates) or C(reason), one line that starts with
+      C(no EBS statistics) (not an EBS volume, no permission, the device's refusal).
+    - C(rates) has C(window_s); per minute of the window, the seconds at the volume's throughput and IOPS caps
+      (C(volume_tp_s_per_min), C(volume_iops_s_per_min)) and at the instance's EBS caps (C(instance_tp_s_per_min),
+      C(instance_iops_s_per_min)); C(read_mib_s), C(read_iops), C(read_latency_mean_us), C(read_latency_p99_us)
+      (the upper bound of the volume's histogram bin that holds the 99th percentile); and C(bound), the cap that
+      bound, in words (for example C(the volume sat at its throughput cap for 41 of 60 seconds)).
+  returned: success and not check mode
+  type: dict
+  sample:
+    nvme1n1:
+      device: nvme1n1
+      volume_id: vol-0123456789abcdef0
+      rates: {window_s: 12.5, volume_tp_s_per_min: 48.0, volume_iops_s_per_min: 0.0, instance_tp_s_per_min: 0.0,
+              instance_iops_s_per_min: 0.0, read_mib_s: 250.1, read_iops: 160.2, read_latency_mean_us: 6210.4,
+              read_latency_p99_us: 16384, bound: the volume sat at its throughput cap for 10 of 12.5 seconds}
 '''
 
 from ansible.module_utils.basic import AnsibleModule
@@ -354,6 +383,7 @@ def run(module, root):
     try:
         the_plan = probe.plan(root, p['path'], size_mb=p['size_mb'], record_kb=p['record_kb'], reads=p['reads'],
                               method=p['method'], timeout=p['timeout'], seed=p['seed'])
+        the_plan['ebs_devices'] = p['ebs_devices']
         if module.check_mode:
             result = probe.check_mode_result(the_plan)
         else:
@@ -381,6 +411,7 @@ def main():
             method=dict(type='str', choices=list(probe.METHODS), default='mmap'),
             timeout=dict(type='int', default=probe.DEFAULT_TIMEOUT),
             seed=dict(type='int', default=probe.DEFAULT_SEED),
+            ebs_devices=dict(type='list', elements='str', default=[]),
         ),
         supports_check_mode=True,
     )

@@ -319,7 +319,10 @@ results:
     device ran at 90% of that cap, else C(none)); the sequential phase C(seq_bytes), C(seq_elapsed_s),
     C(seq_mib_s), C(seq_device_read_bytes), C(seq_whole_file). With O(timeline_interval) set also C(timeline), a list
     of C([seconds, MiB/s]) pairs, one per interval of the random phase (seconds since it started, at the interval's
-    end; the device's read MiB/s in that interval), and C(timeline_interval_s).
+    end; the device's read MiB/s in that interval), and C(timeline_interval_s). Where an EBS volume lies beneath
+    the device (AWS Nitro, as root), also C(ebs), per volume from its own NVMe log page 0xD0 read before and after
+    the random phase, C(volume_id), C(volume_at_cap) and C(instance_at_cap) (whether the volume or the instance sat
+    at an IOPS or throughput cap meanwhile) and C(bound), in words (the C(table) line ends with it).
   returned: always
   type: list
   elements: dict

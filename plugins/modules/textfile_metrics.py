@@ -22,6 +22,13 @@ description:
     the targets that name it (C(aemops_os_tuning_target_info)). Per host: THP (C(aemops_os_tuning_thp_info)),
     C(aemops_os_tuning_compliant), C(aemops_os_tuning_misses) (and C(_misses_by_kind)), C(_run_failed),
     C(_fact_errors), C(_stale_readers), C(_run_info) and C(aemops_os_tuning_last_run_timestamp_seconds)."
+  - "Per EBS volume whose NVMe log page 0xD0 was read (C(ebs) of M(aemops.os_tuning.tuning_facts)), labelled by
+    C(device) and C(volume_id), the volume's own counters since it was attached, as Prometheus counters: the seconds
+    at the volume's and the instance's caps (C(aemops_os_tuning_ebs_volume_iops_exceeded_seconds_total),
+    C(_ebs_volume_throughput_exceeded_seconds_total), C(_ebs_instance_iops_exceeded_seconds_total),
+    C(_ebs_instance_throughput_exceeded_seconds_total)), C(_ebs_read_ops_total), C(_ebs_write_ops_total),
+    C(_ebs_read_bytes_total), C(_ebs_written_bytes_total), C(_ebs_read_seconds_total) and
+    C(_ebs_write_seconds_total). A dashboard shows their rate."
   - The file is written atomically (a temporary file in the directory, renamed over the target) with mode 0644,
     owned by root, under the collection's lock for the file.
   - Owned-file rules. The directory must exist and be a real directory (not a symbolic link), owned by root and
@@ -31,8 +38,8 @@ description:
     symbolic link, a FIFO, a hard link, another user's file, another tool's file) is refused with a message
     naming it and the fix; it is never opened, followed or replaced.
   - The timestamp changes on every run, and the file is rewritten on every run, so that it tells when the host
-    was last looked at. C(changed) is true only when the file is new, a value other than the timestamp differs,
-    or its mode or owner differ; a run that finds the same state reports C(changed=false).
+    was last looked at. C(changed) is true only when the file is new, a value other than the timestamp or an EBS
+    counter differs, or its mode or owner differ; a run that finds the same state reports C(changed=false).
 author:
   - aemops.os_tuning contributors (@aemops)
 options:

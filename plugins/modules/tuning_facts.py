@@ -22,7 +22,10 @@ description:
   - tuned (installed, running, active profiles, version, and the effective C([disk] readahead) per device and THP
     setting through the include chain), the collection's managed files with their recorded baselines, conflicts,
     and the OS facts needed for planning (release, boot method).
-  - Changes nothing. Runs unprivileged where the files are readable; what needs root (C(lvs)) is then left out.
+  - On AWS Nitro, each EBS volume's own statistics (NVMe log page 0xD0, read-only), among them the microseconds
+    during which the volume's or the instance's IOPS or throughput cap was exceeded.
+  - Changes nothing. Runs unprivileged where the files are readable; what needs root (C(lvs), the EBS statistics)
+    is then left out, with the reason.
 author:
   - aemops.os_tuning contributors (@aemops)
 options:
@@ -239,6 +242,18 @@ ansible_facts:
           and 600 s more), or null without valid ones) and C(compliance) (C(misses), a list of
           C(subject), C(kind), C(message); C(compliant); C(tuned_verify) with C(rc), C(passed), C(failures),
           C(summary), or null when not run).
+        - C(ebs), per NVMe namespace the run targets (beneath the O(intent)'s target paths and devices; without
+          O(intent), every NVMe namespace), what the EBS volume says of itself in its NVMe log page 0xD0 (read once
+          per run with an NVMe Get Log Page, which reads only; root is needed), with C(device), C(volume_id) (from the
+          NVMe serial, or null) and either C(stats) or C(reason). C(stats) holds the counters since the volume was
+          attached, C(total_read_ops), C(total_write_ops), C(total_read_bytes), C(total_write_bytes),
+          C(total_read_time), C(total_write_time), C(ebs_volume_performance_exceeded_iops),
+          C(ebs_volume_performance_exceeded_tp), C(ec2_instance_performance_exceeded_iops) and
+          C(ec2_instance_performance_exceeded_tp) (times in microseconds), the gauge C(volume_queue_length), the
+          page's C(version), and C(read_io_latency_histogram) and C(write_io_latency_histogram), each a list of
+          C([lower_us, upper_us, count]). C(reason) is one line that starts with C(no EBS statistics) and a colon
+          and says why (not an EBS volume, another page, the NVMe status with which the device refused the page,
+          no permission).
         - With an O(intent) of state present, also C(readers), the running processes that read the targets with
           an earlier read-ahead (see O(aemops.os_tuning.read_ahead#module:refresh_readers)). It holds
           C(stale) (open files an apply run refreshes in place) and C(needs_restart) (files only a restart
@@ -252,6 +267,10 @@ ansible_facts:
           nvme1n1: {type: nvme, read_ahead_kb: 4096, stable_id: {key: "ATTRS{serial}", value: vol0123456789abcdef0}}
         paths:
           /opt/aem/crx-quickstart/repository: {device: dm-0, read_ahead_kb: 4096, mount: /opt/aem}
+        ebs:
+          nvme1n1: {device: nvme1n1, volume_id: vol-0123456789abcdef0,
+                    stats: {total_read_ops: 1234567, ebs_volume_performance_exceeded_tp: 41000000,
+                            read_io_latency_histogram: [[0, 128, 10], [128, 256, 3]]}}
         thp: {runtime: {enabled: always}, running_cmdline: null}
         tuned: {installed: true, running: true, active_profiles: [virtual-guest], post_loaded_profile: null, version: "2.21.0",
                 no_profile: null}
@@ -263,8 +282,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    blockdev, bootloader, compliance, files, host, kernel_readahead, read_ahead_plan, readers, runstate, snapshot_fact,
-    sweep, thp, tuned, udev_rules)
+    blockdev, bootloader, compliance, ebs_stats, files, host, kernel_readahead, read_ahead_plan, readers, runstate,
+    snapshot_fact, sweep, thp, tuned, udev_rules)
 
 ROOT = '/'
 SKIP_PREFIXES = ('ram', 'zram', 'sr', 'fd')
@@ -590,6 +609,8 @@ def run(module, root):
         facts['readers'] = guarded(facts['errors'], 'readers', None, reader_facts, root, facts, plan)
     if plan is not None:
         facts['plan'] = plan
+    facts['ebs'] = guarded(facts['errors'], 'EBS statistics', {}, ebs_stats.samples, root, ebs_stats.targeted(facts))
+    if plan is not None:
         found = [compliance.miss('intent', 'invalid', e) for e in plan['errors']]
         found += compliance.misses(facts, intent, plan, verify)
         facts['compliance'] = {'misses': found, 'compliant': not found, 'tuned_verify': verify}

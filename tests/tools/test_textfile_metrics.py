@@ -51,6 +51,9 @@ def facts(hostile=False):
                                   {'kind': 'reader', 'subject': 'pid 1', 'message': '...'}], 'compliant': False},
         'readers': {'stale': [{'pid': 1}], 'needs_restart': [{'pid': 2}, {'pid': 3}]},
         'errors': ['lvs: permission denied'],
+        'ebs': {'nvme1n1': {'device': 'nvme1n1', 'volume_id': 'vol-0123456789abcdef0',
+                            'stats': {'ebs_volume_performance_exceeded_tp': 41500000, 'total_read_bytes': 2 ** 40}},
+                'nvme0n1': {'device': 'nvme0n1', 'volume_id': None, 'reason': 'no EBS statistics: not an EBS volume'}},
     }
 
 
@@ -76,10 +79,15 @@ def test_prometheus_client_reads_every_family_and_label_back(hostile):
     families = client_families(content)
     # prometheus_client names an _info gauge's family without the suffix only for the OpenMetrics info type;
     # with the text format's gauge the family keeps its full name.
-    written = [n for n in metrics.NAMES if n in content]
+    # A counter's family is named without its _total suffix.
+    written = [n[:-len('_total')] if n in metrics.COUNTERS else n for n in metrics.NAMES if n in content]
     assert sorted(families) == sorted(written)
-    for family in families.values():
-        assert family.type == 'gauge' and family.documentation
+    for name, family in families.items():
+        assert family.type == ('counter' if name + '_total' in metrics.COUNTERS else 'gauge') and family.documentation
+    assert client_value(families, 'aemops_os_tuning_ebs_volume_throughput_exceeded_seconds_total', device='nvme1n1',
+                        volume_id='vol-0123456789abcdef0') == 41.5
+    assert client_value(families, 'aemops_os_tuning_ebs_read_bytes_total', device='nvme1n1',
+                        volume_id='vol-0123456789abcdef0') == 2 ** 40
     device = HOSTILE_DEVICE if hostile else 'dm-0'
     path = HOSTILE_PATH if hostile else '/opt/aem/crx-quickstart/repository'
     assert client_value(families, 'aemops_os_tuning_read_ahead_bytes', device=device) == 4096 * 1024
@@ -115,7 +123,9 @@ def test_the_vm_validator_accepts_the_output_and_agrees_with_prometheus_client(t
     rc, out, err = _check_prom(tmp_path, content)
     assert rc == 0, err
     ours = json.loads(out)['families']
-    theirs = client_families(content)
+    # prometheus_client names a counter's family without its _total suffix
+    theirs = dict((name + '_total' if family.type == 'counter' else name, family)
+                  for name, family in client_families(content).items())
     assert sorted(ours) == sorted(theirs)
     for name, family in theirs.items():
         assert family.documentation == ours[name]['help']

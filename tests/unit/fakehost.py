@@ -39,6 +39,7 @@ import hashlib
 import os
 import re
 import stat
+import struct
 import subprocess
 import sys
 
@@ -562,6 +563,90 @@ class FakeSyscalls(object):
 
     def close(self, fd):
         self.open_fds.remove(fd)
+
+
+# -- EBS: NVMe log page 0xD0 ---------------------------------------------------------------------
+# Built here byte by byte from the documented layout (nvme-cli plugins/amzn/amzn-nvme.c and amazon-ec2-utils
+# ebsnvme; see module_utils/ebs_stats.py), never by the parser the tests check.
+
+EBS_MAGIC = 0x3C23B510
+INSTANCE_STORE_MAGIC = 0xEC2C0D7E
+EBS_COUNTER_ORDER = ('total_read_ops', 'total_write_ops', 'total_read_bytes', 'total_write_bytes',
+                     'total_read_time', 'total_write_time', 'ebs_volume_performance_exceeded_iops',
+                     'ebs_volume_performance_exceeded_tp', 'ec2_instance_performance_exceeded_iops',
+                     'ec2_instance_performance_exceeded_tp', 'volume_queue_length')
+
+
+def ebs_page(counters=None, read_bins=(), write_bins=(), magic=EBS_MAGIC, version=0, read_num_bins=None):
+    """A 4096-byte 0xD0 page: magic and version (u32 at 0x000, 0x004), the eleven u64 from 0x008 in
+    EBS_COUNTER_ORDER, zeros to 0x200, the read histogram at 0x200 and the write one at 0x808 (u64 number of
+    bins, then 64 bins of u64 lower, u64 upper, u32 count, u32 reserved), zeros to 4096. ``read_num_bins``
+    overrides the number of read bins written (a page that claims more than it has)."""
+    counters = counters or {}
+    page = bytearray(4096)
+    struct.pack_into('<I', page, 0x000, magic)
+    struct.pack_into('<I', page, 0x004, version)
+    for i, key in enumerate(EBS_COUNTER_ORDER):
+        struct.pack_into('<Q', page, 0x008 + 8 * i, counters.get(key, 0))
+    for offset, bins, count in ((0x200, read_bins, read_num_bins), (0x808, write_bins, None)):
+        struct.pack_into('<Q', page, offset, len(bins) if count is None else count)
+        for i, (lower, upper, n) in enumerate(bins):
+            struct.pack_into('<QQII', page, offset + 8 + 24 * i, lower, upper, n, 0xFFFFFFFF)
+    return bytes(page)
+
+
+class FakeNvme(object):
+    """ebs_stats.Nvme of a fake kernel: ``nodes`` {device path: (majmin, answer)}, where the answer is page bytes
+    (copied into the buffer the command points at, status 0), ``('status', n)`` (the ioctl returns the NVMe
+    status n) or ``('errno', e)`` (the ioctl fails with e). A majmin of None makes the node a regular file.
+    Records every ioctl as (request, the command's bytes, the buffer's address); never writes anything else."""
+
+    def __init__(self, nodes=None, open_errno=None):
+        self.nodes = dict(nodes or {})
+        self.open_errno = open_errno
+        self.ioctls = []
+        self.fds = {}
+        self.closed = []
+
+    def open(self, path):
+        if self.open_errno:
+            raise OSError(self.open_errno, os.strerror(self.open_errno))
+        if path not in self.nodes:
+            raise OSError(errno.ENOENT, os.strerror(errno.ENOENT))
+        fd = 200 + len(self.fds)
+        self.fds[fd] = path
+        return fd
+
+    def fstat(self, fd):
+        majmin = self.nodes[self.fds[fd]][0]
+        if majmin is None:
+            return os.stat_result((0o100644, 1, 0, 1, 0, 0, 0, 0, 0, 0))
+        major, minor = (int(x) for x in majmin.split(':'))
+        st = os.stat_result((0o060600, 1, 5, 1, 0, 0, 0, 0, 0, 0))
+        return _StatWithRdev(st, os.makedev(major, minor))
+
+    def admin(self, fd, request, cmd, data):
+        import ctypes
+        self.ioctls.append((request, bytes(bytearray(cmd)), ctypes.addressof(data)))
+        answer = self.nodes[self.fds[fd]][1]
+        if isinstance(answer, bytes):
+            ctypes.memmove(data, answer, min(len(answer), len(data)))
+            return 0
+        kind, value = answer
+        if kind == 'status':
+            return value
+        raise IOError(value, os.strerror(value))
+
+    def close(self, fd):
+        self.closed.append(fd)
+
+
+class _StatWithRdev(object):
+    """An os.stat_result with st_rdev (os.stat_result cannot be built with one on every Python)."""
+
+    def __init__(self, st, rdev):
+        self.st_mode = st.st_mode
+        self.st_rdev = rdev
 
 
 def nitro_host(root):

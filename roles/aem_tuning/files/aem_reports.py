@@ -342,6 +342,53 @@ def readers_lines(r):
     return out + ['']
 
 
+# The rows of an EBS volume's rates over each io_probe window (result.ebs; module_utils/ebs_stats.py rates).
+EBS_ROWS = (
+    ('window, s', 'window_s'),
+    ('at the volume\'s throughput cap, s per minute', 'volume_tp_s_per_min'),
+    ('at the volume\'s IOPS cap, s per minute', 'volume_iops_s_per_min'),
+    ('at the instance\'s EBS throughput cap, s per minute', 'instance_tp_s_per_min'),
+    ('at the instance\'s EBS IOPS cap, s per minute', 'instance_iops_s_per_min'),
+    ('read MiB/s', 'read_mib_s'),
+    ('read IOPS', 'read_iops'),
+)
+
+
+def _ms(us):
+    return round(us / 1000.0, 2) if isinstance(us, (int, float)) and not isinstance(us, bool) else None
+
+
+def ebs_lines(r):
+    """Per EBS volume, what it says of itself over io_probe's reads before and after the change (result.ebs): the
+    rates and the cap that bound, or the one line why there are none."""
+    volumes = r.get('ebs')
+    if not isinstance(volumes, list) or not r.get('probe'):
+        return []
+    if not volumes:
+        return ['EBS volumes\' own statistics: no EBS statistics: no NVMe device beneath the probed path or among '
+                'the devices tuned.', '']
+    out = []
+    for v in volumes:
+        if not isinstance(v, dict):
+            continue
+        b, a = v.get('before') or {}, v.get('after') or {}
+        rb, ra = b.get('rates') or {}, a.get('rates') or {}
+        volume = a.get('volume_id') or b.get('volume_id')
+        name = '%s (%s)' % (v.get('device'), volume) if volume else text(v.get('device'))
+        if not rb and not ra:
+            out += ['EBS volume %s: %s.' % (name, a.get('reason') or b.get('reason') or 'no EBS statistics'), '']
+            continue
+        out += ['| EBS volume %s, its own statistics over io_probe\'s reads | before | after |' % name,
+                '|---|---:|---:|']
+        out += ['| %s | %s | %s |' % (label, dash(rb.get(key)), dash(ra.get(key))) for label, key in EBS_ROWS]
+        out.append('| read latency mean / p99 (histogram bin\'s upper bound), ms | %s / %s | %s / %s |' % (
+            dash(_ms(rb.get('read_latency_mean_us'))), dash(_ms(rb.get('read_latency_p99_us'))),
+            dash(_ms(ra.get('read_latency_mean_us'))), dash(_ms(ra.get('read_latency_p99_us')))))
+        out += ['', 'Before: %s.' % (rb.get('bound') or b.get('reason') or 'no EBS statistics'),
+                'After: %s.' % (ra.get('bound') or a.get('reason') or 'no EBS statistics'), '']
+    return out
+
+
 def report_md(host, r, chart):
     first, before, after = r.get('first') or {}, r.get('before') or {}, r.get('after') or {}
     check = ', check mode' if r.get('check_mode') else ''
@@ -399,6 +446,7 @@ def report_md(host, r, chart):
             '| latency p50 / p99 ms | %s / %s | %s / %s |' % (
                 get(pb, 'latency', 'p50_ms', default='?'), get(pb, 'latency', 'p99_ms', default='?'),
                 get(pa, 'latency', 'p50_ms', default='?'), get(pa, 'latency', 'p99_ms', default='?')), '']
+        out += ebs_lines(r)
     conflicts = get(after, 'tuned', 'conflicts', default=[])
     if conflicts:
         out += ['Other tuned profiles that set what the collection sets (tuned ends with the winner\'s value):', '',

@@ -273,3 +273,57 @@ def test_the_readers_say_why_a_restart_is_needed_and_whether_aem_is_among_them(t
     text = read(tmpdir.join('aem2', 'report.md'))
     assert "AEM's unit aem: still stale: an apply run refreshes it in place." in text
     assert 'not among them' not in text
+
+
+# ---------------------------------------------------------------------------------------------
+# EBS's own statistics (result.ebs), from pages built by the layout through module_utils/ebs_stats.py
+
+def _ebs_window(device, first, second, seconds):
+    from ansible_collections.aemops.os_tuning.plugins.module_utils import ebs_stats
+    from fakehost import ebs_page
+    pages = [{'device': device, 'volume_id': 'vol-0123456789abcdef0', 'stats': ebs_stats.parse_page(ebs_page(*p))}
+             for p in (first, second)]
+    return ebs_stats.window(pages[0], pages[1], seconds)
+
+
+def ebs_result():
+    """Before the change (4096 KiB read-ahead) the volume read 250 MiB/s and sat at its throughput cap for 41 of
+    60 seconds; after (32 KiB), 20 MiB/s and no cap."""
+    bins = [(0, 1000, 0), (1000, 2000, 0), (2000, 8000, 0)]
+    before = _ebs_window('nvme1n1', ({'total_read_ops': 0}, bins),
+                         ({'total_read_ops': 3000, 'total_read_bytes': 250 * 1048576 * 60, 'total_read_time': 3000 * 6000,
+                           'ebs_volume_performance_exceeded_tp': 41 * 10 ** 6},
+                          [(0, 1000, 0), (1000, 2000, 100), (2000, 8000, 2900)]), 60)
+    after = _ebs_window('nvme1n1', ({'total_read_ops': 3000}, bins),
+                        ({'total_read_ops': 6000, 'total_read_bytes': 20 * 1048576 * 30, 'total_read_time': 3000 * 800},
+                         [(0, 1000, 2990), (1000, 2000, 10), (2000, 8000, 0)]), 30)
+    qemu = {'device': 'nvme0n1', 'volume_id': None, 'reason': 'no EBS statistics: not an EBS volume (model QEMU NVMe Ctrl)'}
+    return dict(BASE, probe={'before': {'read_amplification': 128.0}, 'after': {'read_amplification': 1.0}},
+                ebs=[{'device': 'nvme1n1', 'before': before, 'after': after},
+                     {'device': 'nvme0n1', 'before': qemu, 'after': qemu}])
+
+
+def test_the_report_gives_each_ebs_volumes_caps_before_and_after_from_its_own_pages(tmpdir):
+    rc, _out, err = run(tmpdir, {'results': {'aem1': ebs_result()}})
+    assert rc == 0, err
+    text = read(tmpdir.join('aem1', 'report.md'))
+    assert ("| EBS volume nvme1n1 (vol-0123456789abcdef0), its own statistics over io_probe's reads | before | after |"
+            in text)
+    assert "| at the volume's throughput cap, s per minute | 41.0 | 0.0 |" in text
+    assert "| at the instance's EBS IOPS cap, s per minute | 0.0 | 0.0 |" in text
+    assert '| read MiB/s | 250.0 | 20.0 |' in text
+    assert '| read IOPS | 50.0 | 100.0 |' in text
+    assert "| read latency mean / p99 (histogram bin's upper bound), ms | 6.0 / 8.0 | 0.8 / 1.0 |" in text
+    assert 'Before: the volume sat at its throughput cap for 41 of 60 seconds.' in text
+    assert 'After: no cap bound: neither the volume nor the instance reached its IOPS or throughput cap.' in text
+    assert 'EBS volume nvme0n1: no EBS statistics: not an EBS volume (model QEMU NVMe Ctrl).' in text
+
+
+def test_the_report_says_why_there_are_no_ebs_statistics_and_nothing_without_a_probe(tmpdir):
+    rc, _out, _err = run(tmpdir, {'results': {'aem1': dict(ebs_result(), ebs=[]), 'aem2': dict(BASE, ebs=[]),
+                                              'aem3': dict(ebs_result(), ebs=[{'device': 'x', 'before': None}, 7])}})
+    assert rc == 0
+    assert ('no EBS statistics: no NVMe device beneath the probed path or among the devices tuned'
+            in read(tmpdir.join('aem1', 'report.md')))
+    assert 'EBS' not in read(tmpdir.join('aem2', 'report.md'))
+    assert 'EBS volume x: no EBS statistics.' in read(tmpdir.join('aem3', 'report.md'))

@@ -51,6 +51,18 @@ def facts(**kw):
     return result
 
 
+# tuning_facts' ebs: the volume beneath the repository read, the root volume refused.
+EBS = {
+    'nvme1n1': {'device': 'nvme1n1', 'volume_id': 'vol-0123456789abcdef0', 'stats': {
+        'ebs_volume_performance_exceeded_iops': 1500000, 'ebs_volume_performance_exceeded_tp': 41000001,
+        'ec2_instance_performance_exceeded_iops': 0, 'ec2_instance_performance_exceeded_tp': 3,
+        'total_read_ops': 123, 'total_write_ops': 45, 'total_read_bytes': 2 ** 40, 'total_write_bytes': 4096,
+        'total_read_time': 2500000, 'total_write_time': 10, 'volume_queue_length': 2}},
+    'nvme0n1': {'device': 'nvme0n1', 'volume_id': None,
+                'reason': 'no EBS statistics: the device refused log page 0xD0 (NVMe status 2)'},
+}
+
+
 def text_of(f=None, now=NOW, **kw):
     kw.setdefault('read_ahead_kb', 32)
     kw.setdefault('mode', 'audit')
@@ -116,12 +128,15 @@ def value(families, name, **labels):
 # ---------------------------------------------------------------------------------------------
 # The text
 
-def test_every_family_is_a_gauge_with_help_and_follows_the_naming_conventions():
+def test_every_family_but_the_ebs_counters_is_a_gauge_with_help_and_follows_the_naming_conventions():
     families = parse(text_of(facts(readers={'stale': [{'pid': 1}], 'needs_restart': []})))
+    assert set(families) == set(metrics.NAMES) - set([metrics.PREFIX + '_misses_by_kind']) - metrics.COUNTERS
+    families = parse(text_of(facts(readers={'stale': [{'pid': 1}], 'needs_restart': []}, ebs=EBS)))
     assert set(families) == set(metrics.NAMES) - set([metrics.PREFIX + '_misses_by_kind'])
     for name, family in families.items():
-        assert name.startswith('aemops_os_tuning_') and family['type'] == 'gauge' and family['help']
-        assert not name.endswith('_total')
+        assert name.startswith('aemops_os_tuning_') and family['help']
+        assert family['type'] == ('counter' if name in metrics.COUNTERS else 'gauge')
+        assert name.endswith('_total') == (name in metrics.COUNTERS)
         if name.endswith('_info'):
             assert set(v for _l, v in family['samples']) == set([1.0])
     assert value(families, metrics.TIMESTAMP) == NOW
@@ -236,6 +251,40 @@ def test_only_the_timestamp_line_differs_between_two_runs():
     first, second = text_of(now=NOW), text_of(now=NOW + 3600)
     diff = [(a, b) for a, b in zip(first.split('\n'), second.split('\n')) if a != b]
     assert diff == [('%s %s' % (metrics.TIMESTAMP, NOW), '%s %s' % (metrics.TIMESTAMP, NOW + 3600))]
+    assert metrics.without_timestamp(first) == metrics.without_timestamp(second)
+
+
+def test_the_ebs_counters_are_seconds_and_totals_labelled_by_device_and_volume_only_where_the_page_was_read():
+    families = parse(text_of(facts(ebs=EBS)))
+    vol = {'device': 'nvme1n1', 'volume_id': 'vol-0123456789abcdef0'}
+    p = 'aemops_os_tuning_ebs_'
+    assert value(families, p + 'volume_iops_exceeded_seconds_total', **vol) == 1.5
+    assert value(families, p + 'volume_throughput_exceeded_seconds_total', **vol) == 41.000001
+    assert value(families, p + 'instance_iops_exceeded_seconds_total', **vol) == 0
+    assert value(families, p + 'instance_throughput_exceeded_seconds_total', **vol) == 0.000003
+    assert value(families, p + 'read_ops_total', **vol) == 123
+    assert value(families, p + 'write_ops_total', **vol) == 45
+    assert value(families, p + 'read_bytes_total', **vol) == 2 ** 40
+    assert value(families, p + 'written_bytes_total', **vol) == 4096
+    assert value(families, p + 'read_seconds_total', **vol) == 2.5
+    assert value(families, p + 'write_seconds_total', **vol) == 0.00001
+    for name in metrics.COUNTERS:
+        assert [lab['device'] for lab, _v in families[name]['samples']] == ['nvme1n1']
+
+
+@pytest.mark.parametrize('hostile', [
+    {'nvme1n1': {'stats': {'total_read_ops': 'many', 'total_write_ops': -1.5, 'total_read_bytes': True}}},
+    {'nvme1n1': 'not a mapping'}, 'not a mapping', {'nvme1n1': {'stats': None}},
+])
+def test_a_damaged_ebs_entry_writes_no_series_and_no_error(hostile):
+    families = parse(text_of(facts(ebs=hostile)))
+    assert not set(families) & metrics.COUNTERS
+
+
+def test_the_ebs_counters_move_between_runs_without_making_a_change():
+    moved = dict(EBS, nvme1n1=dict(EBS['nvme1n1'], stats=dict(EBS['nvme1n1']['stats'], total_read_ops=999)))
+    first, second = text_of(facts(ebs=EBS)), text_of(facts(ebs=moved), now=NOW + 60)
+    assert first != second
     assert metrics.without_timestamp(first) == metrics.without_timestamp(second)
 
 

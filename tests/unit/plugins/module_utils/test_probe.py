@@ -24,7 +24,7 @@ import tempfile
 import pytest
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, probe
-from fakehost import nitro_host
+from fakehost import FakeNvme, ebs_page, nitro_host
 
 MIB = 1024 * 1024
 KIB = 1024
@@ -585,6 +585,44 @@ def test_run_noisy_by_unaccounted_bytes(host):
     assert result['noisy'] is True
     assert 'more than the scratch file gained in the page cache' in result['noise_reason']
     assert '33% of the 491520 bytes measured' in result['noise_reason']
+
+
+def test_the_ebs_volume_beneath_the_lv_is_sampled_at_both_ends_of_the_reads(host):
+    """The volume's own counters, read before the first read and after the device settled: the rates of the
+    window (ebs_stats.window), with the window measured by the probe's clock."""
+    sim = Sim(per_read=4 * MIB)
+    pages = [ebs_page({'total_read_ops': 100, 'total_read_bytes': 0, 'ebs_volume_performance_exceeded_tp': 0}),
+             ebs_page({'total_read_ops': 110, 'total_read_bytes': 40 * MIB,
+                       'ebs_volume_performance_exceeded_tp': 5000})]
+    nvme_calls = []
+
+    def nvme():
+        page = pages[len(nvme_calls)]
+        fake = FakeNvme({host.path('/dev/nvme1n1'): ('259:2', page)})
+        nvme_calls.append(fake)
+        return fake
+
+    def reader():
+        return probe.ebs_samples(host.root, ['dm-0'], nvme())
+
+    result = sim.run(probe.plan(host.root, REPO, size_mb=4, reads=10), ebs_reader=reader)
+    assert len(nvme_calls) == 2
+    found = result['ebs']['nvme1n1']
+    assert found['volume_id'] == 'vol-0123456789abcdef0'
+    assert found['rates']['window_s'] == pytest.approx(0.01, abs=0.005)  # the ten reads of 1 ms, and settling
+    assert found['rates']['read_iops'] == pytest.approx(10 / found['rates']['window_s'], rel=0.01)
+    assert found['rates']['bound'].startswith('the volume sat at its throughput cap for ')
+
+
+def test_a_device_without_ebs_statistics_gives_its_reason_and_the_probe_its_figures(host):
+    sim = Sim(per_read=32 * KIB)
+    result = sim.run(probe.plan(host.root, REPO, size_mb=4, reads=10))  # the real ebs reader: no device node here
+    assert result['ebs']['nvme1n1']['reason'].startswith('no EBS statistics: cannot open ')
+    assert result['read_amplification'] is not None
+    assert probe.ebs_samples(host.root, ['nosuch'])['nosuch']['reason'].startswith(
+        'no EBS statistics: cannot read what is beneath nosuch (no such block device: nosuch')
+    assert sorted(probe.ebs_samples(host.root, ['/dev/mapper/vg_aem-lv_repo', 'nvme1n1', 'nvme0n1p1'])) == [
+        'nvme0n1', 'nvme1n1']
 
 
 def test_run_small_background_is_not_noisy(host):

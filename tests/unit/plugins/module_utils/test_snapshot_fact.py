@@ -301,3 +301,9 @@ def test_an_immutable_directory_of_the_snapshot_is_refused(root, monkeypatch):
     monkeypatch.setattr(files, 'inode_flags', lambda path: files.FS_IMMUTABLE_FL if path == facts_d else 0)
     refused(root, 'cannot write the snapshot: the directory of %s is immutable (chattr +i): remove the flag with '
                   'chattr -i /etc/ansible/facts.d, or choose another file. Nothing was written.' % PATH)
+
+
+def test_the_run_s_own_keys_and_the_ebs_counters_are_not_recorded():
+    facts = {'block_devices': {'nvme1n1': {'read_ahead_kb': 4096}}, 'plan': {}, 'compliance': {}, 'readers': {},
+             'snapshot': None, 'ebs': {'nvme1n1': {'stats': {'total_read_ops': 1}}}}
+    assert sorted(snapshot_fact.record(facts, 'now', [])['os_tuning']) == ['block_devices']

@@ -28,7 +28,7 @@ import threading
 import pytest
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, probe, runstate, sweep
-from fakehost import nitro_host, tree_checksum
+from fakehost import FakeNvme, ebs_page, nitro_host, tree_checksum
 
 MIB = 1024 * 1024
 KIB = 1024
@@ -81,6 +81,7 @@ class Volume(object):
         self.closed = 0
         self.timelines = []
         self.stopped = 0
+        self.tp_capped_s = 0.0  # the time of reads bound by throughput: what the volume counts at its cap
 
     def ra_bytes(self):
         return ra(self.host) * KIB
@@ -111,6 +112,8 @@ class Volume(object):
                         raise OSError(errno.EIO, os.strerror(errno.EIO))
                     window = max(vol.ra_bytes(), length)
                     vol.now += max(1.0 / vol.iops, window / vol.bps) * vol.jitter.get(ra(vol.host), 1.0)
+                    if window / vol.bps > 1.0 / vol.iops:
+                        vol.tp_capped_s += window / vol.bps
                     vol.ios += 1
                     vol.sectors += window // 512
                     vol.cached += window // probe.PAGE_BYTES
@@ -488,6 +491,36 @@ def test_run_success_measures_each_value_and_restores(host):
         record = readers.read_record(host.root)[0]
         assert [(n, d['name'], d['kb']) for n, d in record['devices'].items()] == [
             (host.read('/sys/class/block/%s/dev' % the_plan['device']).strip(), the_plan['device'], readers.CHANGED_KB)]
+
+
+def test_run_records_whether_the_volume_hit_a_cap_at_each_value_from_its_own_page(host):
+    """nvme1n1 beneath dm-0 is an EBS volume: its log page (built from the layout) counts the time of the
+    throughput-bound reads. 256 KiB sits at the throughput cap, 8 KiB never does."""
+    vol = Volume(host)
+    pages = []
+
+    def ebs():
+        page = ebs_page({'total_read_ops': vol.ios, 'total_read_bytes': vol.sectors * 512,
+                         'ebs_volume_performance_exceeded_tp': int(vol.tp_capped_s * 1e6)})
+        nvme = FakeNvme({host.path('/dev/nvme1n1'): ('259:2', page)})
+        pages.append(nvme)
+        return probe.ebs_samples(host.root, ['dm-0'], nvme)
+
+    result = sweep.run(make_plan(host, values=[256, 8]), vol.hooks(ebs=ebs))
+    assert len(pages) == 4  # before and after each value's random phase
+    by_kb = dict((r['read_ahead_kb'], r) for r in result['results'])
+    hit = by_kb[256]['ebs']['nvme1n1']
+    assert hit['volume_id'] == 'vol-0123456789abcdef0'
+    assert hit['volume_at_cap'] is True and hit['instance_at_cap'] is False
+    assert hit['bound'].startswith('the volume sat at its throughput cap for 1 of 1 seconds')
+    assert by_kb[8]['ebs']['nvme1n1']['volume_at_cap'] is False
+    assert by_kb[8]['ebs']['nvme1n1']['bound'].startswith('no cap bound')
+    assert result['table'][0].endswith('; nvme1n1: the volume sat at its throughput cap for 1 of 1 seconds')
+
+
+def test_run_without_an_ebs_page_records_nothing_of_it(host):
+    result = sweep.run(make_plan(host, values=[256, 8]), Volume(host).hooks())  # the real reader: no device node
+    assert all('ebs' not in r for r in result['results'])
 
 
 def test_run_timeline_shows_the_plateau_and_its_end(host):

@@ -151,7 +151,10 @@ def test_run_through_main_with_a_simulated_device(host, monkeypatch, warnings):
 
     monkeypatch.setattr(probe, 'run', fake_run)
     result = run_module(io_probe.main, {'path': REPO, 'size_mb': 2, 'reads': 20, 'record_kb': 16,
-                                        'method': 'pread', 'seed': 7, 'timeout': 30})
+                                        'method': 'pread', 'seed': 7, 'timeout': 30, 'ebs_devices': ['nvme0n1']})
+    # the volume beneath the repository and the device given, sampled over the reads (no device node here)
+    assert sorted(result['ebs']) == ['nvme0n1', 'nvme1n1']
+    assert result['ebs']['nvme1n1']['reason'].startswith('no EBS statistics: cannot open ')
     assert (seen['size_mb'], seen['reads_planned'], seen['record_kb'], seen['method'], seen['seed'],
             seen['timeout']) == (2, 16, 16, 'pread', 7, 30)        # 512 KiB / 32 KiB = 16
     assert result['changed'] is False and result['measured'] is True

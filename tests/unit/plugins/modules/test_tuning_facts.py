@@ -837,8 +837,8 @@ def test_check_mode_gives_the_same_facts(nitro):
 
 
 def test_facts_have_every_top_level_key(env):
-    assert sorted(env.facts()) == ['block_devices', 'clock', 'conflicts', 'errors', 'managed_files', 'mounts', 'os',
-                                   'paths', 'snapshot', 'thp', 'tuned']
+    assert sorted(env.facts()) == ['block_devices', 'clock', 'conflicts', 'ebs', 'errors', 'managed_files', 'mounts',
+                                   'os', 'paths', 'snapshot', 'thp', 'tuned']
 
 
 def test_no_udev_database(nitro):

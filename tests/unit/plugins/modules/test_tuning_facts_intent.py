@@ -20,11 +20,12 @@ import os
 
 import pytest
 
+from ansible_collections.aemops.os_tuning.plugins.module_utils import ebs_stats
 from ansible_collections.aemops.os_tuning.plugins.modules import tuning_facts
 from ansible_collections.aemops.os_tuning.tests.unit.plugins.modules.test_tuning_facts import (
     LV_UUID, NVME1_SERIAL, REPO, el8_env)
 from ansible_collections.aemops.os_tuning.tests.unit.utils import run_module
-from fakehost import FakeSyscalls, HostReads, tree_checksum
+from fakehost import FakeNvme, FakeSyscalls, HostReads, ebs_page, tree_checksum
 
 SNAPSHOT = '/etc/ansible/facts.d/aem_tuning_before.fact'
 NVME1_LINK = '/dev/disk/by-id/nvme-Amazon_Elastic_Block_Store_%s' % NVME1_SERIAL
@@ -405,3 +406,30 @@ def test_one_run_reads_each_host_source_once(env, monkeypatch, args):
     assert reads.more_than_once() == {}
     assert reads.counts['/proc/self/mountinfo'] == 1
     assert reads.counts['/etc/tuned/active_profile'] == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# EBS's own statistics (log page 0xD0, module_utils/ebs_stats.py)
+
+def test_the_targeted_ebs_volume_reports_its_counters_read_once(env, monkeypatch):
+    """The repository is on dm-0 over nvme1n1: the volume beneath it is read, once, and the root disk is not."""
+    page = ebs_page({'total_read_ops': 42, 'ebs_volume_performance_exceeded_tp': 41000000}, [(0, 128, 5)])
+    nvme = FakeNvme({env.host.path('/dev/nvme1n1'): ('259:2', page), env.host.path('/dev/nvme0n1'): ('259:0', page)})
+    monkeypatch.setattr(ebs_stats, 'Nvme', lambda: nvme)
+    _result, facts = run({'intent': intent()})
+    assert sorted(facts['ebs']) == ['nvme1n1']
+    found = facts['ebs']['nvme1n1']
+    assert found['volume_id'] == 'vol-0123456789abcdef0' and 'reason' not in found
+    assert found['stats']['total_read_ops'] == 42
+    assert found['stats']['ebs_volume_performance_exceeded_tp'] == 41000000
+    assert found['stats']['read_io_latency_histogram'] == [[0, 128, 5]]
+    assert len(nvme.ioctls) == 1
+
+
+def test_without_an_intent_every_nvme_namespace_is_reported_or_says_why_not(env, monkeypatch):
+    nvme = FakeNvme({env.host.path('/dev/nvme1n1'): ('259:2', ('status', 0x4002))})
+    monkeypatch.setattr(ebs_stats, 'Nvme', lambda: nvme)
+    _result, facts = run({})
+    assert facts['ebs']['nvme1n1']['reason'] == 'no EBS statistics: the device refused log page 0xD0 (NVMe status 16386)'
+    assert facts['ebs']['nvme0n1']['reason'].startswith('no EBS statistics: cannot open ')
+    assert facts['errors'] == []
