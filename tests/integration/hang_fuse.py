@@ -1,11 +1,11 @@
-#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
 # Copyright (c) aemops.os_tuning contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """A FUSE filesystem whose server stops answering getattr: the stand-in for an NFS, EFS or s3fs mount whose
 server went away (tests/integration/readers.sh, issue 34).
 
-Usage: hang_fuse.py MOUNTPOINT CONTROL_DIR   (as root; foreground; fusepy over libfuse2)
+Usage: python3 hang_fuse.py MOUNTPOINT CONTROL_DIR   (as root; foreground; fusepy over libfuse2)
 
 The root holds one file, ``big.bin`` (64 MiB of zeros). Once CONTROL_DIR/hang exists, every getattr is
 written to CONTROL_DIR/getattr.log and then never answered (the calling thread waits forever), so a

@@ -1,10 +1,10 @@
-#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
 # Copyright (c) aemops.os_tuning contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Run a command as on a kernel without pidfd_open(2) and pidfd_getfd(2), as RHEL 7 (3.10) and RHEL 8 (4.18) are.
 
-Usage: no_pidfd.py COMMAND [ARG...]
+Usage: python3 no_pidfd.py COMMAND [ARG...]
 
 A seccomp filter makes syscalls 434 (pidfd_open) and 438 (pidfd_getfd) fail with ENOSYS, which is what a
 kernel without them answers (the RHEL 8.6 kernel's x86_64 syscall table has neither:
