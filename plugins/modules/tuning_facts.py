@@ -244,6 +244,11 @@ ansible_facts:
           C(stale) (open files not refreshed) and C(needs_restart) (files mapped with no descriptor), each with
           C(pid), C(comm), C(unit), C(start), counts and C(reason); C(unreadable); C(record_problem). Each
           is a miss in C(compliance).
+        - With O(intent), also C(reading), what the role's result keeps of this reading (a few hundred bytes):
+          C(now) and C(snapshot) (the first run's snapshot read the same way, or null), each with C(read_ahead_kb)
+          (each device of the plan), C(devices) (each one's C(type)), C(paths) (each target's device), C(thp)
+          (C(enabled), C(defrag), C(running_cmdline)), C(tuned) (C(version), C(active_profiles), the number of
+          C(conflicts)) and C(os) (C(id), C(version_id), C(boot_method)).
       type: dict
       sample:
         block_devices:
@@ -548,10 +553,16 @@ def check_intent(module, root, facts):
                 **recorded)
     if errors and module.params['fail_on_invalid']:
         module.fail_json(msg='nothing was changed: %s' % ' '.join(errors), errors=errors, changed=False,
-                         ansible_facts={'os_tuning': dict(facts, plan=plan)})
+                         ansible_facts={'os_tuning': dict(facts, plan=plan, reading=result_reading(facts, plan))})
     for warning in plan['warnings']:
         module.warn(warning)
     return intent, plan
+
+
+def result_reading(facts, plan):
+    """What the role's result keeps of this reading and of the first run's snapshot (compliance.reading)."""
+    snapshot = (facts.get('snapshot') or {}).get('os_tuning')
+    return {'now': compliance.reading(facts, plan), 'snapshot': compliance.reading(snapshot, plan) if snapshot else None}
 
 
 def reader_facts(root, facts, plan):
@@ -588,6 +599,7 @@ def run(module, root):
         found = [compliance.miss('intent', 'invalid', e) for e in plan['errors']]
         found += compliance.misses(facts, intent, plan, verify)
         facts['compliance'] = {'misses': found, 'compliant': not found, 'tuned_verify': verify}
+        facts['reading'] = result_reading(facts, plan)
     elif verify is not None:
         facts['compliance'] = {'misses': None, 'compliant': None, 'tuned_verify': verify}
     return {'changed': False, 'ansible_facts': {'os_tuning': facts}}
