@@ -138,6 +138,19 @@ def empty_entries(option, values):
             % (', '.join(bad), 'is' if len(bad) == 1 else 'are', 'it' if len(bad) == 1 else 'them'))
 
 
+def relative_entries(option, values, example='/opt/aem/crx-quickstart/repository'):
+    """The error for the entries of list option ``option`` that are not absolute paths, naming each; None when every
+    one is. The modules join a path under the host's root (root_path), so ``relative/x`` would be looked up as
+    ``/relative/x``. Empty entries are empty_entries' to name. read_ahead and tuning_facts refuse them alike."""
+    bad = [v for v in values or [] if _is_text(v) and v.strip() and not v.startswith('/')]
+    if not bad:
+        return None
+    one = len(bad) == 1
+    return ('%s %s %s %s: give the full path, for example %s (the module does not resolve a path against a working '
+            'directory).' % (option, 'entry' if one else 'entries', ', '.join(repr(v) for v in bad),
+                             'is not an absolute path' if one else 'are not absolute paths', example))
+
+
 def diff_entry(path, before, after):
     """An Ansible diff dict for one file; None content stands for an absent file."""
     return {

@@ -31,6 +31,8 @@ options:
       - Filesystem paths to resolve to their governing device (reported under C(paths)).
       - An empty entry (here or in the list keys of O(intent)) is an error naming its index, not the current
         directory; nothing is gathered or changed.
+      - So is a relative path, here or in O(intent.paths) and O(intent.candidates), as M(aemops.os_tuning.read_ahead)
+        refuses it (it would be looked up from C(/)): the error names each and asks for the full path.
     type: list
     elements: path
     default: []
@@ -579,9 +581,13 @@ def run(module, root):
     """Gather; with an intent, validate it, verify, and list the misses. Writes nothing (the snapshot is read only:
     aemops.os_tuning.tuning_snapshot keeps it)."""
     given = module.params['intent'] or {}
-    problems = [files.empty_entries('paths', module.params['paths'])]
+    problems = [files.empty_entries('paths', module.params['paths']), files.relative_entries('paths', module.params['paths'])]
     problems += [files.empty_entries('intent.%s' % key, given.get(key))
                  for key in ('paths', 'candidates', 'devices', 'thp_persist') if isinstance(given.get(key), list)]
+    # As read_ahead refuses them (read_ahead_plan): a relative path would be looked up from / and could silently
+    # resolve to another directory (tmp/x as /tmp/x).
+    problems += [files.relative_entries('intent.%s' % key, given.get(key))
+                 for key in ('paths', 'candidates') if isinstance(given.get(key), list)]
     problems = [p for p in problems if p]
     if problems:
         module.fail_json(msg='nothing was changed: %s' % ' '.join(problems), errors=problems, changed=False)
