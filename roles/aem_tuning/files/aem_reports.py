@@ -530,7 +530,8 @@ def summary_counts(rows):
 def summary_md(rows, title):
     counts = summary_counts(rows)
     out = ['# aemops.os_tuning fleet summary%s' % (': ' + title if title else ''), '',
-           '%d hosts: %s.' % (len(rows), ', '.join('%d %s' % (counts[v], v) for v in VERDICTS)), '']
+           '%d %s: %s.' % (len(rows), 'host' if len(rows) == 1 else 'hosts',
+                           ', '.join('%d %s' % (counts[v], v) for v in VERDICTS)), '']
     lost = [(host, row) for host, row in rows if row and row['lost']]
     if lost:
         out += ['Lost (no reading after the change; look at the host\'s console):', '']
