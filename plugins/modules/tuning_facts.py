@@ -32,7 +32,7 @@ options:
       - An empty entry (here or in the list keys of O(intent)) is an error naming its index, not the current
         directory; nothing is gathered or changed.
       - So is a relative path, here or in O(intent.paths) and O(intent.candidates), as M(aemops.os_tuning.read_ahead)
-        refuses it (it would be looked up from C(/)): the error names each and asks for the full path.
+        refuses it (it would be looked up from C(/)); the error names each and asks for the full path.
     type: list
     elements: path
     default: []
@@ -246,7 +246,7 @@ ansible_facts:
           C(stale) (open files not refreshed) and C(needs_restart) (files mapped with no descriptor), each with
           C(pid), C(comm), C(unit), C(start), counts and C(reason); C(unreadable); C(record_problem). Each
           is a miss in C(compliance).
-        - With O(intent), also C(reading), what the role's result keeps of this reading (a few hundred bytes):
+        - With O(intent), also C(reading), what the role's result keeps of this reading (a few hundred bytes),
           C(now) and C(snapshot) (the first run's snapshot read the same way, or null), each with C(read_ahead_kb)
           (each device of the plan), C(devices) (each one's C(type)), C(paths) (each target's device), C(thp)
           (C(enabled), C(defrag), C(running_cmdline)), C(tuned) (C(version), C(active_profiles), the number of
