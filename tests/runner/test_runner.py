@@ -313,10 +313,15 @@ def check_run(pdd, ident, proc, trace, reports):
     report_tasks = [e for e in evs if e.get('event') in ('runner_on_ok', 'runner_on_skipped')
                     and e['event_data'].get('task', '').startswith('Write the reports from it')]
     # The results reach aem_reports.py in a file on the controller, never in a task's arguments or result (the job
-    # events keep those): none of the report steps' events holds a key of the result.
+    # events keep those): none of the report steps' events holds a key of the result, the command has no stdin (the
+    # payload was base64 there, before issue 34), and each event stays small.
     payload_steps = [e for e in evs if e['event_data'].get('task', '').startswith(
         ('Make a private file', 'Put the hosts', 'Write the reports from it', 'Remove the file of results'))]
-    assert not [e['event_data']['task'] for e in payload_steps if 'misses_before' in json.dumps(e)]
+    assert not [e['event_data']['task'] for e in payload_steps if 'misses_before_count' in json.dumps(e)]
+    for e in payload_steps:
+        args = ((e['event_data'].get('res') or {}).get('invocation') or {}).get('module_args') or {}
+        assert not args.get('stdin') and not args.get('content'), e['event_data']['task']
+        assert len(json.dumps(e)) < 8192, (e['event_data']['task'], len(json.dumps(e)))
     if reports:
         assert len(report_tasks) == 1 and report_tasks[0]['event'] == 'runner_on_ok'
         assert len([e for e in payload_steps if e.get('event') == 'runner_on_ok']) == 4

@@ -167,7 +167,13 @@ def verdict(r):
         return 'lost'
     if r.get('error'):
         return 'failed'
-    return 'compliant' if not r.get('misses') else 'not compliant'
+    return 'compliant' if not miss_count(r) else 'not compliant'
+
+
+def miss_count(r):
+    """How many misses the run found after it: ``misses_count`` (the result lists the first few only)."""
+    count = r.get('misses_count')
+    return count if count is not None else len(r.get('misses') or [])
 
 
 def outcome(r):
@@ -176,10 +182,10 @@ def outcome(r):
         return 'LOST: %s: %s' % (lost_words(r), (r.get('lost') or {}).get('message') or r.get('error'))
     if r.get('error'):
         return 'FAILED: %s' % r['error']
-    misses = r.get('misses') or []
-    if not misses:
+    count = miss_count(r)
+    if not count:
         return 'compliant'
-    return '%d %s' % (len(misses), 'miss' if len(misses) == 1 else 'misses')
+    return '%d %s' % (count, 'miss' if count == 1 else 'misses')
 
 
 def failure_paragraph(r):
@@ -473,10 +479,16 @@ def report_md(host, r, chart, facts_before=None, facts_after=None):
         out += ['This run changed nothing on the host.', '']
     for e in r.get('fact_errors') or []:
         out.append('Facts not read: %s' % e)
-    misses = r.get('misses') or []
+    # Every miss: from the full facts where the payload has them, else the result's first ones and how many more.
+    full = get(facts_after or {}, 'compliance', 'misses')
+    misses = (['%s: %s' % (m.get('subject'), m.get('message')) for m in full] if full and not r.get('lost')
+              else r.get('misses') or [])
     if misses:
         out.append('Not compliant:')
         out += ['- %s' % m for m in misses]
+        if miss_count(r) > len(misses):
+            out.append('- and %d more (not kept in the result; the report written with the run lists them all)'
+                       % (miss_count(r) - len(misses)))
     elif not r.get('error'):
         out.append('Compliant.')
     out.append('')
@@ -503,6 +515,7 @@ def summary_row(host, r):
         'host': host, 'schema_version': r.get('schema_version'), 'state': r.get('state'), 'mode': r.get('mode'),
         'check_mode': r.get('check_mode'), 'started': r.get('started'), 'verified': r.get('verified'),
         'compliant': r.get('compliant'), 'outcome': outcome(r), 'misses': r.get('misses') or [],
+        'misses_count': miss_count(r),
         'lost': r.get('lost'), 'verdict': verdict(r),
         'error': r.get('error') or '', 'read_ahead_kb': r.get('read_ahead_kb'),
         'devices': [{'name': n, 'before_kb': get(before, 'read_ahead_kb', n), 'after_kb': get(after, 'read_ahead_kb', n)}

@@ -305,3 +305,21 @@ def test_without_facts_the_report_is_written_from_the_result_alone(tmpdir):
     assert sorted(os.path.relpath(p, str(tmpdir)) for p in json.loads(out)['written']) == [
         'aem1/report.md', 'summary.json', 'summary.md']
     assert '| /srv/aem | dm-0 | lvm | 4096 | 4096 | 32 | 32 |' in read(tmpdir.join('aem1', 'report.md'))
+
+
+def test_the_result_lists_the_first_misses_and_the_report_every_one(tmpdir):
+    many = ['dev%d: reads 4096 KiB, not 32' % i for i in range(14)]
+    r = dict(BASE, compliant=False, misses=many[:6], misses_count=14)
+    facts_after = dict(full_facts(4096), compliance={'misses': [{'subject': 'dev%d' % i, 'message': 'reads 4096 KiB, not 32'}
+                                                                for i in range(14)]})
+    # With the run's full facts (tasks/report.yml): every miss.
+    run(tmpdir.join('a'), {'results': {'aem1': r}, 'facts': {'aem1': [full_facts(4096), facts_after, None]}})
+    text = read(tmpdir.join('a', 'aem1', 'report.md'))
+    assert '- dev13: reads 4096 KiB, not 32' in text and 'more (not kept' not in text
+    summary = json.loads(read(tmpdir.join('a', 'summary.json')))['hosts']['aem1']
+    assert summary['outcome'] == '14 misses' and summary['misses_count'] == 14 and summary['verdict'] == 'not compliant'
+    # From the result alone (the fact cache's summary): the first 6, and how many more.
+    run(tmpdir.join('b'), {'results': {'aem1': r}})
+    text = read(tmpdir.join('b', 'aem1', 'report.md'))
+    assert '- dev5: reads 4096 KiB, not 32' in text and '- dev6:' not in text
+    assert '- and 8 more (not kept in the result; the report written with the run lists them all)' in text

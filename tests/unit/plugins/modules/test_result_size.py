@@ -138,3 +138,20 @@ def test_a_reading_holds_each_device_of_the_plan_and_nothing_of_the_full_facts(v
     assert now['thp'] == {'enabled': 'always', 'defrag': 'madvise', 'running_cmdline': None}
     assert now['os']['id'] == 'rhel' and now['tuned']['active_profiles'] == ['virtual-guest']
     assert len(json.dumps(now)) < 1024
+
+
+def test_a_check_mode_run_on_the_untuned_vm_is_at_most_4_kb_with_its_misses_cut_to_6(vm):
+    """molecule default's prepare runs the role in check mode on the untuned VM: 14 misses, about 1.8 KB of text. The
+    result lists the first 6 (__aem_tuning_misses_kept) and counts them all; nothing is read again."""
+    before = facts(vm)
+    misses = ['%s: %s' % (m['subject'], m['message']) for m in before['compliance']['misses']]
+    assert len(misses) > 6 and len(json.dumps(misses)) > 1500
+    r = result(without(before['reading']['now'], 'devices', 'tuned'), before, before)
+    r.update(check_mode=True, compliant=False, misses=misses[:6], misses_count=len(misses), verified=r['started'],
+             changes=r['changes'][:4], reboot=dict(r['reboot'], done=False, boot_id_before=None, boot_id_after=None,
+                                                  before=None, after=None, booted=None, elapsed_s=None),
+             aem=None, probe=None, report='')
+    size = len(json.dumps(r))
+    print('aem_tuning_result in check mode: %d bytes' % size)
+    assert size <= LIMIT, json.dumps(r, indent=1)
+    assert len(json.dumps(dict(r, misses=misses))) > size + 500
