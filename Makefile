@@ -271,7 +271,7 @@ bench: venv ## Measure on the VM: io_probe at 4096/128/32 KiB, role vs manual pl
 bench-caps: venv ## Only the plateau under EBS-like caps (BENCH_CAPS=gp3): MiB/s over time before/after the role, the sweep, charts
 	bench/caps.sh
 
-bench-fleet: venv ## The controller's cost of an audit of 50 and 200 local aliases (forks 20), against the role before issue 23 and ansible-core alone; no VM
+bench-fleet: venv ## The controller's cost of an audit of 50 and 200 local aliases (forks 20), against the role before issue 23 and ansible-core alone, and the set_stats artifact at 50, 200 and 1,000 hosts; no VM
 	$(VENV)/bin/python bench/fleet.py
 
 .PHONY: build-test ee

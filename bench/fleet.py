@@ -19,7 +19,12 @@ Measured per run:
   uses (bench/callback_plugins/aemops_bench_count.py);
 - the controller's peak memory: the largest sum of the resident sets of ansible-playbook and
   every process under it (its forks and their module processes), sampled every 0.2 s;
-- the exit code and the failed tasks (the audit of an untuned host fails on its verdict).
+- the exit code and the failed tasks (the audit of an untuned host fails on its verdict);
+- the size of the run's set_stats artifact as JSON (``aem_tuning_result``, one key per host: what
+  AAP stores and hands to the next workflow node as extra variables), and each host's result in it.
+  The summary gives it at 50, 200 and 1,000 hosts: measured where a run of this tree had that many
+  hosts, else computed from the least-squares line (bytes = fixed + per host x N) over the measured
+  runs, and says which.
 
 A third variant, the control, is ansible-core alone on the same inventory: one play that gathers
 the min subset, as migrate-aem.yml's pre play does, then debug tasks, as many as make its task
@@ -63,6 +68,8 @@ DEFAULT_BASELINE = '1e379f6'
 GOAL_TASKS_PER_HOST = 1
 GOAL_GROWTH = 0.10
 VARIANTS = ('baseline', 'tree', 'control')
+# The fleet sizes the set_stats artifact is given at (issue 34): measured, or computed from the measured sizes.
+ARTIFACT_SIZES = (50, 200, 1000)
 
 
 def fail(msg):
@@ -141,6 +148,7 @@ def run_once_audit(tree, rundir, hosts, forks, ansible_playbook, control_tasks=N
         'ANSIBLE_CALLBACK_PLUGINS': os.path.join(HERE, 'callback_plugins'),
         'ANSIBLE_CALLBACKS_ENABLED': 'aemops_bench_count',
         'BENCH_COUNT_OUT': count,
+        'BENCH_ARTIFACT_OUT': os.path.join(rundir, 'artifact.json'),
         'ANSIBLE_LOCAL_TEMP': os.path.join(rundir, 'tmp', 'local'),
         'ANSIBLE_REMOTE_TEMP': os.path.join(rundir, 'tmp', 'remote'),
         'ANSIBLE_HOME': os.path.join(rundir, 'tmp', 'home'),
@@ -232,6 +240,7 @@ def summarize(runs, sizes):
                for variant in VARIANTS if any(r['variant'] == variant for r in runs))
     tree = out['tree']
     out['tree_beyond_control'] = beyond_control(runs)
+    out['artifact'] = artifact([r for r in runs if r['variant'] == 'tree' and r.get('artifact_bytes') is not None])
     out['ratio_tree_to_baseline'] = dict(
         ('%d' % n, {
             'wall_s': round(t['wall_s'] / b['wall_s'], 2),
@@ -258,6 +267,35 @@ def summarize(runs, sizes):
                      % (sizes[0], sizes[-1]), 'limit': GOAL_GROWTH,
              'value': net['cpu_per_host_growth'], 'met': net['cpu_per_host_growth'] <= GOAL_GROWTH})
     return out
+
+
+def read_artifact(rundir):
+    """(bytes of the set_stats artifact, the largest result of one host in it), or (None, None) without one."""
+    try:
+        with open(os.path.join(rundir, 'artifact.json')) as f:
+            data = json.load(f)
+    except (IOError, OSError, ValueError):
+        return None, None
+    return data.get('bytes'), max(list((data.get('per_host_bytes') or {}).values()) or [0])
+
+
+def artifact(rows):
+    """The set_stats artifact at ARTIFACT_SIZES hosts: measured where a run had that many hosts, else computed from
+    the least-squares line over the measured runs (one run: its bytes per host times N). None without a measure."""
+    if not rows:
+        return None
+    points = sorted((r['hosts'], r['artifact_bytes']) for r in rows)
+    if len(points) > 1:
+        fixed, per_host = fit(points)
+    else:
+        fixed, per_host = 0.0, points[0][1] / float(points[0][0])
+    measured = dict(points)
+    sizes = []
+    for n in sorted(set(ARTIFACT_SIZES) | set(measured)):
+        sizes.append({'hosts': n, 'bytes': measured[n] if n in measured else int(round(fixed + per_host * n)),
+                      'how': 'measured' if n in measured else 'computed'})
+    return {'sizes': sizes, 'fit_fixed_bytes': round(fixed), 'fit_per_host_bytes': round(per_host),
+            'largest_result_bytes': max(r['artifact_largest_result_bytes'] or 0 for r in rows)}
 
 
 def beyond_control(runs):
@@ -360,15 +398,18 @@ def measure(args, sizes, base_sizes, baseline_commit, base_tree, ansible_playboo
             rundir = os.path.join(args.raw, '%s-%d' % (variant, n))
             rc, wall, cpu, peak_kib, count = run_once_audit(tree, rundir, hosts, args.forks, ansible_playbook,
                                                             control_tasks if variant == 'control' else None)
+            artifact_bytes, largest = read_artifact(rundir)
             row = dict(count_tasks(count, hosts), variant=variant, hosts=n, rc=rc, wall_s=round(wall, 1),
+                       artifact_bytes=artifact_bytes, artifact_largest_result_bytes=largest,
                        per_host_s=round(wall / n, 3), cpu_s=round(cpu, 1), cpu_per_host_s=round(cpu / n, 3),
                        peak_rss_mib=round(peak_kib / 1024.0, 1), load_1min_after=round(os.getloadavg()[0], 2))
             if row['hosts_seen'] != n:
                 fail('%s with %d hosts: task results for %d hosts only (see %s/ansible.log)'
                      % (variant, n, row['hosts_seen'], rundir))
-            print('%-8s %4d hosts: %7.1f s (%.3f s/host), CPU %.3f s/host, %5.2f controller tasks/host, peak %6.1f MiB, rc %d'
+            print('%-8s %4d hosts: %7.1f s (%.3f s/host), CPU %.3f s/host, %5.2f controller tasks/host, peak %6.1f MiB, '
+                  'set_stats %s bytes, rc %d'
                   % (variant, n, wall, row['per_host_s'], row['cpu_per_host_s'], row['controller_tasks_per_host'],
-                     row['peak_rss_mib'], rc))
+                     row['peak_rss_mib'], artifact_bytes, rc))
             sys.stdout.flush()
             doc['runs'].append(row)
             if variant == 'tree' and control_tasks is None:

@@ -3,8 +3,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """make bench: one JSON line per task result, saying whether the task executed on the target.
 
-Enabled by bench/run.sh only (ANSIBLE_CALLBACK_PLUGINS=bench/callback_plugins,
-ANSIBLE_CALLBACKS_ENABLED=aemops_bench_count); writes to the file named by BENCH_COUNT_OUT.
+Enabled by bench/run.sh and bench/fleet.py only (ANSIBLE_CALLBACK_PLUGINS=bench/callback_plugins,
+ANSIBLE_CALLBACKS_ENABLED=aemops_bench_count); writes to the file named by BENCH_COUNT_OUT. With
+BENCH_ARTIFACT_OUT, also the size of the run's set_stats artifact (what AAP stores and hands to the
+next workflow node) at the end: one JSON object, ``bytes`` (the whole artifact as JSON) and, for
+``aem_tuning_result``, ``per_host_bytes`` (each host's result as JSON).
 
 A result counts as an execution on the target unless
 - the action runs on the controller only (set_fact, assert, debug, fail, meta, include/import
@@ -30,7 +33,7 @@ type: aggregate
 short_description: counts the task results that executed on the target (make bench only)
 description:
   - Writes one JSON line per task result to the file named by the environment variable
-    C(BENCH_COUNT_OUT).
+    C(BENCH_COUNT_OUT), and the size of the set_stats artifact to C(BENCH_ARTIFACT_OUT) when set.
 options: {}
 '''
 
@@ -125,3 +128,14 @@ class CallbackModule(CallbackBase):
 
     def v2_runner_item_on_skipped(self, result):
         self._record(result, 'skipped', item=True)
+
+    def v2_playbook_on_stats(self, stats):
+        out = os.environ.get('BENCH_ARTIFACT_OUT')
+        if not out:
+            return
+        # set_stats with per_host: false: the run's data under '_run', as ansible-runner's artifact_data has it.
+        data = (getattr(stats, 'custom', None) or {}).get('_run') or {}
+        results = data.get('aem_tuning_result') or {}
+        with open(out, 'w') as f:
+            json.dump({'bytes': len(json.dumps(data, default=str)),
+                       'per_host_bytes': dict((h, len(json.dumps(r, default=str))) for h, r in results.items())}, f)

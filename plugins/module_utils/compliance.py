@@ -523,6 +523,41 @@ def _target_devices(facts, resolved):
     return [n for n in names if not (n in seen or seen.add(n))]
 
 
+def reading(facts, resolved):
+    """What aem_tuning_result keeps of one reading of the host (docs/result.md, ``readings``), a few hundred bytes where
+    the facts are tens of KB: the read-ahead of each device of the run (the targets' governing devices, the device
+    targets, those beneath them) and, under ``devices``, its type (the role keeps the types of the reading before the
+    change only); each target path's device; THP; tuned's profiles; the OS. What set each value is in the full facts
+    (the report's before.json). ``facts`` may be an earlier
+    reading (the first run's snapshot): the devices are those of this run's plan."""
+    facts = facts or {}
+    names = _target_devices(facts, resolved)
+    for path in resolved.get('targets', []):
+        # The snapshot's own device for the path, where the kernel names it differently now.
+        device = facts.get('paths', {}).get(path, {}).get('device')
+        if device and device not in names:
+            names.append(device)
+    kb, devices = {}, {}
+    for name in names:
+        info = facts.get('block_devices', {}).get(name) or {}
+        kb[name] = info.get('read_ahead_kb')
+        devices[name] = info.get('type')
+    paths = dict((path, (facts.get('paths', {}).get(path) or {}).get('device')) for path in resolved.get('targets', []))
+    runtime = (facts.get('thp') or {}).get('runtime') or {}
+    os_facts = facts.get('os') or {}
+    tuned_facts = facts.get('tuned') or {}
+    return {
+        'read_ahead_kb': kb,
+        'devices': devices,
+        'paths': paths,
+        'thp': {'enabled': (runtime.get('enabled') or {}).get('value'), 'defrag': (runtime.get('defrag') or {}).get('value'),
+                'running_cmdline': (facts.get('thp') or {}).get('running_cmdline')},
+        'tuned': {'version': tuned_facts.get('version'), 'active_profiles': tuned_facts.get('active_profiles') or [],
+                  'conflicts': len(tuned_facts.get('conflicts') or [])},
+        'os': dict((key, os_facts.get(key)) for key in ('id', 'version_id', 'boot_method')),
+    }
+
+
 def reader_scope(facts, resolved):
     """{governing device: None (a device target: every file on it) or [target paths]}: whose running
     readers count (module_utils/readers.py). Devices beneath (``underlying``) hold no files of their own."""

@@ -50,7 +50,7 @@ def read_bytes(path):
         raise
     try:
         mode = os.fstat(fd).st_mode
-        kind = file_kind(mode)
+        kind = runstate.file_kind(mode)
         if kind is not None:
             raise IOError(errno.EISDIR if stat.S_ISDIR(mode) else errno.EINVAL, '%s, not a regular file' % kind, path)
         chunks = []
@@ -136,6 +136,19 @@ def empty_entries(option, values):
         return None
     return ('%s %s an empty string: remove %s, or give a value (an empty path is not the current directory).'
             % (', '.join(bad), 'is' if len(bad) == 1 else 'are', 'it' if len(bad) == 1 else 'them'))
+
+
+def relative_entries(option, values, example='/opt/aem/crx-quickstart/repository'):
+    """The error for the entries of list option ``option`` that are not absolute paths, naming each; None when every
+    one is. The modules join a path under the host's root (root_path), so ``relative/x`` would be looked up as
+    ``/relative/x``. Empty entries are empty_entries' to name. read_ahead and tuning_facts refuse them alike."""
+    bad = [v for v in values or [] if _is_text(v) and v.strip() and not v.startswith('/')]
+    if not bad:
+        return None
+    one = len(bad) == 1
+    return ('%s %s %s %s: give the full path, for example %s (the module does not resolve a path against a working '
+            'directory).' % (option, 'entry' if one else 'entries', ', '.join(repr(v) for v in bad),
+                             'is not an absolute path' if one else 'are not absolute paths', example))
 
 
 def diff_entry(path, before, after):
@@ -257,29 +270,11 @@ LockCreateError = runstate.LockCreateError
 MASK_MESSAGE = ('%s is a symbolic link to /dev/null: a mask (udev and systemd switch a file off this way). It is '
                 'left alone, never replaced. Remove the mask if it is not wanted, or choose another file.')
 
-_FILE_KINDS = (
-    (stat.S_ISDIR, 'a directory'),
-    (stat.S_ISCHR, 'a character device node'),
-    (stat.S_ISBLK, 'a block device node'),
-    (stat.S_ISFIFO, 'a FIFO (named pipe)'),
-    (stat.S_ISSOCK, 'a socket'),
-)
-
 # FS_IOC_GETFLAGS is _IOR('f', 1, long) in linux/fs.h; the kernel writes an int. The flags are
 # FS_IMMUTABLE_FL and FS_APPEND_FL (chattr +i, chattr +a).
 FS_IOC_GETFLAGS = (2 << 30) | (struct.calcsize('l') << 16) | (ord('f') << 8) | 1
 FS_IMMUTABLE_FL = 0x00000010
 FS_APPEND_FL = 0x00000020
-
-
-def file_kind(mode):
-    """'a directory', 'a FIFO (named pipe)', ... for a non-regular st_mode; None for a regular file."""
-    for test, kind in _FILE_KINDS:
-        if test(mode):
-            return kind
-    if stat.S_ISREG(mode):
-        return None
-    return 'not a regular file'
 
 
 def check_path_form(path, what='file'):
@@ -361,7 +356,7 @@ def check_owned_target(full, display=None, check_only=False):
                         'which would replace the link: point the setting at the real file, or remove the link.'
                         % (display, target))
     if st is not None:
-        kind = file_kind(st.st_mode)
+        kind = runstate.file_kind(st.st_mode)
         if kind is not None:
             raise FileError('%s is %s, not a regular file. Give the path of a regular file (or of one that does not '
                             'exist yet).' % (display, kind))
@@ -407,7 +402,7 @@ def read_owned(full, display=None):
             raise FileError('cannot read %s: %s.' % (display, describe_os_error(e)))
         if os.path.realpath(full) == '/dev/null':
             raise FileError(MASK_MESSAGE % display)
-    kind = file_kind(st.st_mode)
+    kind = runstate.file_kind(st.st_mode)
     if kind is not None:
         raise FileError('%s is %s, not a regular file; it is not read. Give the path of a regular file.'
                         % (display, kind))
@@ -417,7 +412,7 @@ def read_owned(full, display=None):
         raise FileError('cannot read %s: %s.' % (display, describe_os_error(e)))
     chunks = []
     try:
-        if file_kind(os.fstat(fd).st_mode) is not None:
+        if runstate.file_kind(os.fstat(fd).st_mode) is not None:
             raise FileError('%s changed into a non-regular file while being read.' % display)
         while True:
             chunk = os.read(fd, 65536)

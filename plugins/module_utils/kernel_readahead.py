@@ -9,8 +9,9 @@ release (the kernel's own source, block layer; no code copied):
 
 - before Linux 5.10: every queue starts at ``VM_READAHEAD_PAGES`` (128 KiB); the optimal I/O size
   (``queue/optimal_io_size``) plays no part in the block layer (md raid0/10/5 set twice a stripe
-  themselves). Commit f8d6c28b2a8e "block: lift setting the readahead size into the block layer"
-  (v5.10 merge window, block-5.10-2020-10-12) removed those driver settings and added the rule below.
+  themselves). Commit c2e4cd57cfa1 "block: lift setting the readahead size into the block layer"
+  (mainline, Christoph Hellwig, 2020-09-24; in v5.10 through block-5.10-2020-10-12; f8d6c28b2a8e is
+  its pre-merge id in the block tree) removed those driver settings and added the rule below.
 - from Linux 5.10: ``ra_pages = max(io_opt * 2 / PAGE_SIZE, VM_READAHEAD_PAGES)``, applied when the
   disk is registered and when its limits change (``blk_queue_io_opt``; ``disk_update_readahead`` later;
   ``blk_apply_bdi_limits`` in block/blk-settings.c from the atomic queue limits, 6.10/6.11). dm devices

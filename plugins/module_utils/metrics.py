@@ -411,7 +411,7 @@ def read_existing(full, display=None):
     if stat.S_ISLNK(st.st_mode):
         raise MetricsError('%s is a symbolic link (to %s): refused, never followed or replaced. %s'
                            % (display, runstate.link_target(full), refuse))
-    kind = files.file_kind(st.st_mode)
+    kind = runstate.file_kind(st.st_mode)
     if kind is not None:
         raise MetricsError('%s is %s, not a regular file: it is not opened. %s' % (display, kind, refuse))
     try:
@@ -420,7 +420,7 @@ def read_existing(full, display=None):
         raise MetricsError('cannot read %s: %s.' % (display, files.describe_os_error(e)))
     try:
         st = os.fstat(fd)
-        kind = files.file_kind(st.st_mode)
+        kind = runstate.file_kind(st.st_mode)
         if kind is not None:
             raise MetricsError('%s is %s, not a regular file. %s' % (display, kind, refuse))
         if st.st_uid not in runstate.owners():

@@ -124,14 +124,10 @@ def validate(params):
     if not params['devices'] and not params['paths']:
         raise PlanError('nothing to tune: give devices= (kernel names or /dev paths) or paths= (filesystem paths).',
                         warnings)
-    for option in ('devices', 'paths'):
-        problem = files.empty_entries(option, params[option])
+    for problem in (files.empty_entries('devices', params['devices']), files.empty_entries('paths', params['paths']),
+                    files.relative_entries('paths', params['paths'])):
         if problem:
             raise PlanError(problem, warnings)
-    for path in params['paths']:
-        if not path or not path.startswith('/'):
-            raise PlanError('paths entry %r is not an absolute path; give the full path, for example '
-                            '/opt/aem/crx-quickstart/repository.' % path, warnings)
     return kb, warnings
 
 

@@ -114,7 +114,7 @@ def dir_problem(st, allowed=None, sticky_ok=False):
     ``owner``), writable by group or others (``mode``, or ``shared`` when sticky, as /tmp, where only an entry's
     owner may rename it: allowed with ``sticky_ok``). The one rule of a safe directory."""
     if not stat.S_ISDIR(st.st_mode):
-        return 'type', 'is %s, not a directory' % (_kind(st.st_mode) if not stat.S_ISREG(st.st_mode) else 'a regular file')
+        return 'type', 'is %s, not a directory' % (file_kind(st.st_mode) or 'a regular file')
     if st.st_uid not in (allowed if allowed is not None else owners()):
         return 'owner', 'is owned by %s, not root' % owner_text(st.st_uid)
     if st.st_mode & 0o022 and not (sticky_ok and st.st_mode & stat.S_ISVTX):
@@ -218,7 +218,7 @@ def check_fd(fd, display):
     """Raise UnsafeStateError unless the open ``fd`` is a regular file owned by this run's user with one link."""
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
-        _refuse(display, 'is %s, not a regular file' % _kind(st.st_mode))
+        _refuse(display, 'is %s, not a regular file' % file_kind(st.st_mode))
     if st.st_uid == 0 and euid() != 0:
         # Root's file in root's 0700 directory: only root can use it (the open itself fails for anybody else).
         raise OSError(errno.EACCES, os.strerror(errno.EACCES), display)
@@ -230,12 +230,23 @@ def check_fd(fd, display):
     return st
 
 
-def _kind(mode):
-    for test, kind in ((stat.S_ISDIR, 'a directory'), (stat.S_ISCHR, 'a character device node'),
-                       (stat.S_ISBLK, 'a block device node'), (stat.S_ISFIFO, 'a FIFO (named pipe)'),
-                       (stat.S_ISSOCK, 'a socket')):
+# The one table of file kinds, as the collection's messages name them (this module and files.py).
+_FILE_KINDS = (
+    (stat.S_ISDIR, 'a directory'),
+    (stat.S_ISCHR, 'a character device node'),
+    (stat.S_ISBLK, 'a block device node'),
+    (stat.S_ISFIFO, 'a FIFO (named pipe)'),
+    (stat.S_ISSOCK, 'a socket'),
+)
+
+
+def file_kind(mode):
+    """'a directory', 'a FIFO (named pipe)', ... for a non-regular st_mode; None for a regular file."""
+    for test, kind in _FILE_KINDS:
         if test(mode):
             return kind
+    if stat.S_ISREG(mode):
+        return None
     return 'not a regular file'
 
 
@@ -454,7 +465,7 @@ def _read_regular(full, display, max_bytes):
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise FileError('%s is %s, not a regular file' % (display, _kind(mode)))
+            raise FileError('%s is %s, not a regular file' % (display, file_kind(mode)))
         return read_capped(fd, display, max_bytes)
     finally:
         os.close(fd)

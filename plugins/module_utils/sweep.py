@@ -116,6 +116,15 @@ def volume_caps(volume_type=ebs.DEFAULT_TYPE, size_gib=None, iops=None, mib_s=No
     burst MiB/s of the size (250 or 80 per TiB) up to the type's maximum (500, 250). ``iops``/``mib_s``
     given explicitly override any type. ``custom`` needs both.
     """
+    _check_volume(volume_type, size_gib, iops, mib_s)
+    if volume_type == ebs.CUSTOM:
+        return {'type': 'custom', 'iops': int(iops), 'mib_s': float(mib_s), 'basis': 'given'}
+    cap_iops, cap_mib, basis = _type_caps(volume_type, ebs.VOLUME_TYPES.get(volume_type, {}), size_gib, iops, mib_s)
+    return {'type': volume_type, 'iops': int(cap_iops), 'mib_s': float(cap_mib), 'basis': '; '.join(basis)}
+
+
+def _check_volume(volume_type, size_gib, iops, mib_s):
+    """Raise SweepError for a type, a value or a missing value that volume_caps cannot derive caps from."""
     if volume_type not in ebs.CHOICES:
         raise SweepError('volume_type=%s: use one of %s or %s (with iops and throughput_mibps).'
                          % (volume_type, ', '.join(ebs.TYPE_NAMES), ebs.CUSTOM))
@@ -125,8 +134,6 @@ def volume_caps(volume_type=ebs.DEFAULT_TYPE, size_gib=None, iops=None, mib_s=No
     errors = ebs.range_errors(volume_type, iops, mib_s)
     if errors:
         raise SweepError(' '.join(errors))
-    spec = ebs.VOLUME_TYPES.get(volume_type, {})
-    basis = []
     lacking = ebs.missing(volume_type, size_gib, iops, mib_s)
     if lacking == 'caps':
         raise SweepError('volume_type=custom needs both iops and throughput_mibps (the caps of the volume).')
@@ -135,8 +142,11 @@ def volume_caps(volume_type=ebs.DEFAULT_TYPE, size_gib=None, iops=None, mib_s=No
                          'and throughput_mibps).')
     if lacking == 'iops':
         raise SweepError('volume_type=%s is provisioned: give its iops (and throughput_mibps).' % volume_type)
-    if volume_type == ebs.CUSTOM:
-        return {'type': 'custom', 'iops': int(iops), 'mib_s': float(mib_s), 'basis': 'given'}
+
+
+def _type_caps(volume_type, spec, size_gib, iops, mib_s):
+    """(IOPS, MiB/s, [basis]) of a checked EBS type (not custom) from its ``spec``; a given value wins."""
+    basis = []
     if volume_type == 'gp3':
         cap_iops = iops if iops is not None else spec['default_iops']
         cap_mib = mib_s if mib_s is not None else spec['default_mib_s']
@@ -164,7 +174,7 @@ def volume_caps(volume_type=ebs.DEFAULT_TYPE, size_gib=None, iops=None, mib_s=No
         cap_iops = iops
         cap_mib = mib_s if mib_s is not None else spec['mib_s'][1]
         basis.append('%s provisioned%s' % (volume_type, '' if mib_s is not None else ', the type\'s maximum MiB/s'))
-    return {'type': volume_type, 'iops': int(cap_iops), 'mib_s': float(cap_mib), 'basis': '; '.join(basis)}
+    return cap_iops, cap_mib, basis
 
 
 def bound(result, caps, share=BOUND_SHARE):
@@ -672,11 +682,6 @@ def random_phase(hooks, fd, size_bytes, make_records, readers, duration, deadlin
     """
     clock = hooks['clock']
     phase_fd = reopen(fd)
-    lat = []
-    asked_bytes = 0
-    cached = 0
-    rounds = 0
-    concurrent = True
     timeline = None
     stop_sampler = None
     try:
@@ -687,24 +692,8 @@ def random_phase(hooks, fd, size_bytes, make_records, readers, duration, deadlin
         if timeline_interval:
             timeline = Timeline(hooks['stat'], clock, timeline_interval, before, t0)
             stop_sampler = (hooks.get('sampler') or sampler_thread)(timeline)
-        while clock() < end:
-            records = make_records(rounds)
-            mapping = hooks['mapping'](phase_fd, size_bytes)
-            try:
-                concurrent = concurrent and getattr(mapping, 'concurrent', True)
-                per_reader, asked, error = hooks['runner'](mapping.reader, deal(records, readers), clock, end)
-            finally:
-                mapping.close()
-            if error is not None:
-                raise error
-            rounds += 1
-            lat.extend(x for per in per_reader for x in per)
-            asked_bytes += sum(asked)
-            resident = hooks['resident'](phase_fd, size_bytes)
-            cached = None if resident is None or cached is None else cached + resident
-            if sum(len(per) for per in per_reader) < len(records):
-                break  # the time ran out within the round
-            probe.evict(phase_fd, size_bytes, hooks['sleep'], hooks['resident'])
+        lat, asked_bytes, cached, rounds, concurrent = _read_rounds(hooks, phase_fd, size_bytes, make_records,
+                                                                    readers, end)
         if stop_sampler is not None:
             stop_sampler()
             stop_sampler = None
@@ -726,6 +715,32 @@ def random_phase(hooks, fd, size_bytes, make_records, readers, duration, deadlin
         figures['timeline'] = timeline.points
         figures['timeline_interval_s'] = timeline_interval
     return figures
+
+
+def _read_rounds(hooks, phase_fd, size_bytes, make_records, readers, end):
+    """random_phase's rounds until ``end``, each from a cold file: (latencies, bytes asked, pages left cached or
+    None where unknown, rounds, whether the readers ran concurrently)."""
+    clock = hooks['clock']
+    lat, asked_bytes, cached, rounds, concurrent = [], 0, 0, 0, True
+    while clock() < end:
+        records = make_records(rounds)
+        mapping = hooks['mapping'](phase_fd, size_bytes)
+        try:
+            concurrent = concurrent and getattr(mapping, 'concurrent', True)
+            per_reader, asked, error = hooks['runner'](mapping.reader, deal(records, readers), clock, end)
+        finally:
+            mapping.close()
+        if error is not None:
+            raise error
+        rounds += 1
+        lat.extend(x for per in per_reader for x in per)
+        asked_bytes += sum(asked)
+        resident = hooks['resident'](phase_fd, size_bytes)
+        cached = None if resident is None or cached is None else cached + resident
+        if sum(len(per) for per in per_reader) < len(records):
+            break  # the time ran out within the round
+        probe.evict(phase_fd, size_bytes, hooks['sleep'], hooks['resident'])
+    return lat, asked_bytes, cached, rounds, concurrent
 
 
 class Timeline(object):

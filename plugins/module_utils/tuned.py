@@ -298,70 +298,75 @@ def _parse_configparser(lines, path, version):
     """
     era = 'tuned %s' % _vtext(version)
     equals_only = _since(version, EQUALS_ONLY_SINCE)
-    strict = not _since(version, DUPLICATES_MERGE_SINCE)
     inline = _since(version, INLINE_COMMENT_SINCE)
     option = re.compile(r'(?P<option>.*?)\s*(?P<vi>%s)\s*(?P<value>.*)$' % ('=' if equals_only else '=|:'))
-    sections = []       # [name, [[key, [value lines]], ...]]
-    by_name = {}
-    defaults = ['DEFAULT', []]
-    seen = set()
-    current = None
-    key = None
+    # sections: [name, [[key, [value lines]], ...]]; current: the section being read; key: its last option.
+    st = {'sections': [], 'by_name': {}, 'defaults': ['DEFAULT', []], 'seen': set(), 'current': None, 'key': None,
+          'strict': not _since(version, DUPLICATES_MERGE_SINCE), 'era': era}
     indent_level = 0
     for number, raw in enumerate(lines, 1):
         start = _cp_comment_start(raw, inline)
         value = raw[:start].strip()
         if not value:
-            if start is None and current is not None and key is not None:
-                key[1].append('')   # an empty line inside a value is kept (empty_lines_in_values)
+            if start is None and st['current'] is not None and st['key'] is not None:
+                st['key'][1].append('')   # an empty line inside a value is kept (empty_lines_in_values)
             continue
         indent = len(raw) - len(raw.lstrip())
-        if current is not None and key is not None and indent > indent_level:
-            key[1].append(value)   # a continuation line
+        if st['current'] is not None and st['key'] is not None and indent > indent_level:
+            st['key'][1].append(value)   # a continuation line
             continue
         indent_level = indent
         m = _CP_SECTION.match(value)
         if m:
-            name = m.group('header')
-            if name == 'DEFAULT':
-                current = defaults
-            elif name in by_name:
-                if strict and name in seen:
-                    raise _error(path, number, raw, 'section [%s] given twice' % name,
-                                 '%s rejects that: strict configparser; from 2.20 the sections merge' % era)
-                current = by_name[name]
-            else:
-                current = by_name[name] = [name, []]
-                sections.append(current)
-            seen.add(name)
-            key = None
+            _cp_section(st, m.group('header'), path, number, raw)
             continue
         what = 'malformed section header' if value.startswith('[') else 'key=value outside any [section]'
-        if current is None:
+        if st['current'] is None:
             raise _error(path, number, raw, what, '%s rejects it: configparser MissingSectionHeaderError' % era)
         m = option.match(value)
         if not m or not m.group('option'):
             what = 'malformed section header' if value.startswith('[') else 'expected key=value'
             raise _error(path, number, raw, what, '%s rejects it: configparser ParsingError%s'
                          % (era, '' if equals_only else '; "=" or ":" delimits'))
-        name = m.group('option').rstrip()
-        if strict and (current[0], name) in seen:
-            raise _error(path, number, raw, 'key %s given twice in [%s]' % (name, current[0]),
-                         '%s rejects that: strict configparser; from 2.20 the last value wins' % era)
-        seen.add((current[0], name))
-        key = [name, [m.group('value').strip()]]
-        for i, (existing, _lines) in enumerate(current[1]):
-            if existing == name:
-                current[1][i] = key
-                break
-        else:
-            current[1].append(key)
+        _cp_option(st, m.group('option').rstrip(), m.group('value').strip(), path, number, raw)
     result = []
-    for name, options in sections:
+    for name, options in st['sections']:
         own = [(k, '\n'.join(v).rstrip()) for k, v in options]
         names = set(k for k, _v in own)
-        result.append((name, own + [(k, '\n'.join(v).rstrip()) for k, v in defaults[1] if k not in names]))
+        result.append((name, own + [(k, '\n'.join(v).rstrip()) for k, v in st['defaults'][1] if k not in names]))
     return result
+
+
+def _cp_section(st, name, path, number, raw):
+    """_parse_configparser: a section header; the section it names becomes the current one."""
+    if name == 'DEFAULT':
+        st['current'] = st['defaults']
+    elif name in st['by_name']:
+        if st['strict'] and name in st['seen']:
+            raise _error(path, number, raw, 'section [%s] given twice' % name,
+                         '%s rejects that: strict configparser; from 2.20 the sections merge' % st['era'])
+        st['current'] = st['by_name'][name]
+    else:
+        st['current'] = st['by_name'][name] = [name, []]
+        st['sections'].append(st['current'])
+    st['seen'].add(name)
+    st['key'] = None
+
+
+def _cp_option(st, name, value, path, number, raw):
+    """_parse_configparser: ``name = value`` in the current section (a later one replaces it where allowed)."""
+    current = st['current']
+    if st['strict'] and (current[0], name) in st['seen']:
+        raise _error(path, number, raw, 'key %s given twice in [%s]' % (name, current[0]),
+                     '%s rejects that: strict configparser; from 2.20 the last value wins' % st['era'])
+    st['seen'].add((current[0], name))
+    st['key'] = [name, [value]]
+    for i, (existing, _lines) in enumerate(current[1]):
+        if existing == name:
+            current[1][i] = st['key']
+            break
+    else:
+        current[1].append(st['key'])
 
 
 def parse_conf(text, path='tuned.conf', version=None):
@@ -940,6 +945,14 @@ def plan_child(root, owner, new_sections, version=None, state=None):
         raise TunedProfileError('tuned has no active profile to build on (%s is empty). Activate one first, '
                                 'for example: tuned-adm profile virtual-guest.' % ACTIVE_PROFILE_FILE)
     result['after'] = render_child(baseline, sections)
+    return _plan_activation(root, result, sections, new_sections, version, active)
+
+
+def _plan_activation(root, result, sections, new_sections, version, active):
+    """plan_child with the child rendered: every tuned parser must read it alike; then what to activate, whether
+    tuned ``version`` can load that list, and the conflicts. A failure is an error where the owner adds sections,
+    else ``load_error`` (an owner that only removes its sections is not blocked)."""
+    path, parents = result['path'], result['parents']
     try:
         # Written once, read by whatever tuned the host has now or after an upgrade: every parser must agree.
         check_every_parser(result['after'], path)

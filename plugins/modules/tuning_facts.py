@@ -34,6 +34,8 @@ options:
       - Filesystem paths to resolve to their governing device (reported under C(paths)).
       - An empty entry (here or in the list keys of O(intent)) is an error naming its index, not the current
         directory; nothing is gathered or changed.
+      - So is a relative path, here or in O(intent.paths) and O(intent.candidates), as M(aemops.os_tuning.read_ahead)
+        refuses it (it would be looked up from C(/)); the error names each and asks for the full path.
     type: list
     elements: path
     default: []
@@ -261,6 +263,11 @@ ansible_facts:
           each with C(pid), C(comm), C(unit), C(start), counts and C(reason); C(unreadable); C(unscanned);
           C(scan) (its cost); C(kernel_refresh); C(boot_rule); C(links); C(notes); C(record_problem). Each
           reader is a miss in C(compliance).
+        - With O(intent), also C(reading), what the role's result keeps of this reading (a few hundred bytes),
+          C(now) and C(snapshot) (the first run's snapshot read the same way, or null), each with C(read_ahead_kb)
+          (each device of the plan), C(devices) (each one's C(type)), C(paths) (each target's device), C(thp)
+          (C(enabled), C(defrag), C(running_cmdline)), C(tuned) (C(version), C(active_profiles), the number of
+          C(conflicts)) and C(os) (C(id), C(version_id), C(boot_method)).
       type: dict
       sample:
         block_devices:
@@ -569,10 +576,16 @@ def check_intent(module, root, facts):
                 **recorded)
     if errors and module.params['fail_on_invalid']:
         module.fail_json(msg='nothing was changed: %s' % ' '.join(errors), errors=errors, changed=False,
-                         ansible_facts={'os_tuning': dict(facts, plan=plan)})
+                         ansible_facts={'os_tuning': dict(facts, plan=plan, reading=result_reading(facts, plan))})
     for warning in plan['warnings']:
         module.warn(warning)
     return intent, plan
+
+
+def result_reading(facts, plan):
+    """What the role's result keeps of this reading and of the first run's snapshot (compliance.reading)."""
+    snapshot = (facts.get('snapshot') or {}).get('os_tuning')
+    return {'now': compliance.reading(facts, plan), 'snapshot': compliance.reading(snapshot, plan) if snapshot else None}
 
 
 def reader_facts(root, facts, plan):
@@ -592,9 +605,13 @@ def run(module, root):
     """Gather; with an intent, validate it, verify, and list the misses. Writes nothing (the snapshot is read only:
     aemops.os_tuning.tuning_snapshot keeps it)."""
     given = module.params['intent'] or {}
-    problems = [files.empty_entries('paths', module.params['paths'])]
+    problems = [files.empty_entries('paths', module.params['paths']), files.relative_entries('paths', module.params['paths'])]
     problems += [files.empty_entries('intent.%s' % key, given.get(key))
                  for key in ('paths', 'candidates', 'devices', 'thp_persist') if isinstance(given.get(key), list)]
+    # As read_ahead refuses them (read_ahead_plan): a relative path would be looked up from / and could silently
+    # resolve to another directory (tmp/x as /tmp/x).
+    problems += [files.relative_entries('intent.%s' % key, given.get(key))
+                 for key in ('paths', 'candidates') if isinstance(given.get(key), list)]
     problems = [p for p in problems if p]
     if problems:
         module.fail_json(msg='nothing was changed: %s' % ' '.join(problems), errors=problems, changed=False)
@@ -614,6 +631,7 @@ def run(module, root):
         found = [compliance.miss('intent', 'invalid', e) for e in plan['errors']]
         found += compliance.misses(facts, intent, plan, verify)
         facts['compliance'] = {'misses': found, 'compliant': not found, 'tuned_verify': verify}
+        facts['reading'] = result_reading(facts, plan)
     elif verify is not None:
         facts['compliance'] = {'misses': None, 'compliant': None, 'tuned_verify': verify}
     return {'changed': False, 'ansible_facts': {'os_tuning': facts}}

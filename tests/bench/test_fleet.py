@@ -203,3 +203,41 @@ def test_results_md_names_the_growth_beyond_the_control():
             'ansible-core\'s own, this tree\'s CPU time per host changed by +6%') in section
     assert "beyond ansible-core's own (the control's) at most 0.1: 0.063, **met**" in section
     assert 'and a control (ansible-core alone), alternating' in section
+
+
+def test_the_artifact_is_measured_at_the_sizes_run_and_computed_at_1000():
+    runs = [dict(run('tree', 50, 150.0, 0.0), artifact_bytes=112030, artifact_largest_result_bytes=2240),
+            dict(run('tree', 200, 580.0, 0.0), artifact_bytes=448030, artifact_largest_result_bytes=2241),
+            dict(run('baseline', 50, 400.0, 3.0), artifact_bytes=0, artifact_largest_result_bytes=0)]
+    a = fleet.summarize(runs, [50, 200])['artifact']
+    assert a['fit_per_host_bytes'] == 2240 and a['fit_fixed_bytes'] == 30
+    assert a['sizes'] == [{'hosts': 50, 'bytes': 112030, 'how': 'measured'},
+                          {'hosts': 200, 'bytes': 448030, 'how': 'measured'},
+                          {'hosts': 1000, 'bytes': 2240030, 'how': 'computed'}]
+    assert a['largest_result_bytes'] == 2241
+    # One measured size: its bytes per host, times N.
+    one = fleet.artifact([dict(runs[0], hosts=10, artifact_bytes=22400)])
+    assert [(s['hosts'], s['bytes'], s['how']) for s in one['sizes']] == [
+        (10, 22400, 'measured'), (50, 112000, 'computed'), (200, 448000, 'computed'), (1000, 2240000, 'computed')]
+    assert fleet.artifact([]) is None
+
+
+def test_the_artifact_is_read_from_the_callbacks_file(tmp_path):
+    (tmp_path / 'artifact.json').write_text(json.dumps({'bytes': 4600, 'per_host_bytes': {'aem001': 2252, 'aem002': 2300}}))
+    assert fleet.read_artifact(str(tmp_path)) == (4600, 2300)
+    assert fleet.read_artifact(str(tmp_path / 'none')) == (None, None)
+
+
+def test_results_md_gives_the_artifact_at_1000_hosts():
+    with open(os.path.join(BENCH, 'results.json')) as f:
+        doc = json.load(f)
+    runs = [dict(r, artifact_bytes=(112030 if r['hosts'] == 50 else 448030) if r['variant'] == 'tree' else None,
+                 artifact_largest_result_bytes=2241) for r in RUNS]
+    doc['fleet'] = {'started': '2026-12-05 14:00 UTC', 'forks': 20, 'sizes': [50, 200], 'baseline_sizes': [50, 200],
+                    'cpus': 2, 'load_1min_at_start': 0.5, 'ansible_core': 'ansible-playbook [core 2.16.14]',
+                    'baseline': {'ref': '1e379f6', 'commit': '1e379f644d82d9fb93a77dec465065c078780ca9'},
+                    'tree': {'commit': 'cd' * 20, 'dirty': False}, 'runs': runs, 'summary': fleet.summarize(runs, [50, 200])}
+    section = report.render(doc)
+    section = section[section.index('## Fleet'):]
+    assert ('as JSON: 50 hosts 109.4 KiB (measured), 200 hosts 437.5 KiB (measured), 1,000 hosts 2187.5 KiB (computed); '
+            'computed sizes from the least-squares line over the measured runs, 2240 bytes per host plus 30.') in section

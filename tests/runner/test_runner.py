@@ -288,7 +288,10 @@ def check_run(pdd, ident, proc, trace, reports):
     assert sorted(artifact) == HOSTS
     for host in HOSTS:
         r = artifact[host]
-        assert r['schema_version'] == 1 and r['host'] == host
+        assert r['schema_version'] == 2 and r['host'] == host
+        # Sized for a fleet (issue 34): readings, not three copies of the facts.
+        assert len(json.dumps(r)) <= 4096, len(json.dumps(r))
+        assert r['lost'] is None and set(r['readings']) == {'first', 'before', 'after'}
         assert r['mode'] == 'audit' and r['state'] == 'present' and r['compliant'] is False
         assert r['changes'] == [] and r['error'] == '' and not r['failed_before_change']
         assert any('no udev rule persists' in m for m in r['misses'])
@@ -304,21 +307,37 @@ def check_run(pdd, ident, proc, trace, reports):
     for e in kept:
         assert e['event_data']['res']['ansible_facts']['aem_tuning_result']['host'] == e['event_data']['host']
     for host in HOSTS:
-        assert cached_facts(os.path.join(art, 'fact_cache'), host)['aem_tuning_result']['schema_version'] == 1
+        assert cached_facts(os.path.join(art, 'fact_cache'), host)['aem_tuning_result']['schema_version'] == 2
 
     # The reports: one controller-side task for both hosts (run_once), or none with aem_tuning_reports: false.
     report_tasks = [e for e in evs if e.get('event') in ('runner_on_ok', 'runner_on_skipped')
-                    and e['event_data'].get('task', '').startswith('Write the reports on the controller')]
+                    and e['event_data'].get('task', '').startswith('Write the reports from it')]
+    # The results reach aem_reports.py in a file on the controller, never in a task's arguments or result (the job
+    # events keep those): none of the report steps' events holds a key of the result, the command has no stdin (the
+    # payload was base64 there, before issue 34), and each event stays small.
+    payload_steps = [e for e in evs if e['event_data'].get('task', '').startswith(
+        ('Make a private file', 'Put the hosts', 'Write the reports from it', 'Remove the file of results'))]
+    assert not [e['event_data']['task'] for e in payload_steps if 'misses_before_count' in json.dumps(e)]
+    for e in payload_steps:
+        args = ((e['event_data'].get('res') or {}).get('invocation') or {}).get('module_args') or {}
+        assert not args.get('stdin') and not args.get('content'), e['event_data']['task']
+        assert len(json.dumps(e)) < 8192, (e['event_data']['task'], len(json.dumps(e)))
     if reports:
         assert len(report_tasks) == 1 and report_tasks[0]['event'] == 'runner_on_ok'
+        assert len([e for e in payload_steps if e.get('event') == 'runner_on_ok']) == 4
+        assert not [n for n in os.listdir(os.path.join(pdd, 'tmp')) if n.endswith('.aem-reports.json')]
         for host in HOSTS:
             with open(os.path.join(pdd, 'reports', host, 'report.md')) as f:
                 text = f.read()
             assert text.startswith('# %s: read-ahead and THP (present, audit mode)' % host)
             assert 'This run changed nothing on the host.' in text and 'Not compliant:' in text
             assert 'Reboot: none needed' in text
+            with open(os.path.join(pdd, 'reports', host, 'after.json')) as f:
+                assert 'block_devices' in json.load(f)  # the full facts, which the result no longer carries
         with open(os.path.join(pdd, 'reports', 'summary.json')) as f:
-            assert sorted(json.load(f)['hosts']) == HOSTS
+            summary = json.load(f)
+        assert sorted(summary['hosts']) == HOSTS
+        assert summary['counts']['not compliant'] == len(HOSTS) and summary['counts']['lost'] == 0
     else:
         assert [e['event'] for e in report_tasks] in ([], ['runner_on_skipped'])
         assert not os.path.exists(os.path.join(pdd, 'reports'))

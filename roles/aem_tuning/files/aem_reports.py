@@ -3,21 +3,26 @@
 # Copyright (c) aemops.os_tuning contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Write the role's reports on the controller from the hosts' aem_tuning_result: aem_reports.py DIR < PAYLOAD.
+"""Write the role's reports on the controller from the hosts' aem_tuning_result: aem_reports.py DIR PAYLOAD.
 
 One process per play batch (the role's report.yml, run_once) or per fleet summary (playbooks/summary.yml), whatever
-the number of hosts. PAYLOAD is base64 of a JSON object:
+the number of hosts. PAYLOAD is a file on the controller (tasks/aem_reports.yml writes it, mode 0600, and removes it
+afterwards; never the command line or stdin, which the job events keep) holding a JSON object:
 
 - ``results``: ``{host: aem_tuning_result or null}`` (null: the host has no result);
+- ``facts``: ``{host: [before, after, sweep evidence]}``, the full facts the result does not carry (the role's
+  ``__aem_tuning_before``, ``__aem_tuning_after``, and the sweep's evidence with its rows), for before.json,
+  after.json and the report's sweep table; absent from the fleet summary (the fact cache holds results only);
 - ``write``: the hosts whose own files are written (default: every host with a result);
 - ``play``: when set, a result whose ``play`` differs is left out of the summary (one set by an earlier play of the
   same run, e.g. migrate-aem.yml's pre phase seen from post);
 - ``summary`` (default true), ``chart`` (default true: sweep.png where a host has sweep results and matplotlib is
   importable).
 
-Writes DIR/HOST/before.json, after.json, report.md (and sweep.png), DIR/summary.md and DIR/summary.json, each
-through a temporary file renamed into place. Reads nothing else: the reports depend only on the payload. Prints one
+Writes DIR/HOST/report.md (and sweep.png; before.json and after.json where ``facts`` has the host), DIR/summary.md
+and DIR/summary.json, each through a temporary file renamed into place. Reads nothing else: the reports depend only on the payload. Prints one
 JSON line: ``written`` (paths) and ``charts`` (per host: the PNG, or why none was drawn). Exit 0; 2 on a bad payload.
+Reads aem_tuning_result's schema 2 (docs/result.md: ``readings`` in place of the full facts).
 Runs on Python 2.7 and 3 (the controller's Python; the tests run it on the target Pythons too).
 """
 
@@ -25,7 +30,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import base64
 import io
 import json
 import os
@@ -116,13 +120,19 @@ def change_words(r, change):
     if kind == 'tuned':
         return would(r, '%s tuned' % change.get('action'))
     if kind == 'read_ahead':
+        # The values from the readings; in check mode the host was not changed, and a lost host was not read again:
+        # "after" is then the value the run applies.
+        _first, before, after = readings(r)
         devices = change.get('devices') or []
-        moved = ['%s %s -> %s KiB' % (d.get('name'), dash(d.get('before_kb'), '?'), dash(d.get('after_kb'), '?'))
-                 for d in devices if d.get('before_kb') != d.get('after_kb')]
+        moved = []
+        for name in devices:
+            was = get(before, 'read_ahead_kb', name)
+            now = r.get('read_ahead_kb') if r.get('check_mode') or not after else get(after, 'read_ahead_kb', name)
+            if was != now:
+                moved.append('%s %s -> %s KiB' % (name, dash(was, '?'), dash(now, '?')))
         if moved:
             return would(r, 'set read-ahead: %s' % ', '.join(moved))
-        return would(r, 'set the persistence of the read-ahead of %s'
-                     % (', '.join(text(d.get('name')) for d in devices) or 'the targets'))
+        return would(r, 'set the persistence of the read-ahead of %s' % (', '.join(text(n) for n in devices) or 'the targets'))
     if kind == 'thp':
         moved = []
         for attr, value in sorted((change.get('runtime') or {}).items()):
@@ -132,19 +142,50 @@ def change_words(r, change):
     if kind == 'aem':
         return would(r, '%s AEM (%s)' % (change.get('action'), change.get('unit')))
     if kind == 'reboot':
-        return would(r, 'rebooted (boot %s -> %s)' % (dash(change.get('boot_id_before'), '?'),
-                                                      dash(change.get('boot_id_after'), '?')))
+        rb = r.get('reboot') or {}
+        return would(r, 'rebooted (boot %s -> %s)' % (dash(rb.get('boot_id_before'), '?'), dash(rb.get('boot_id_after'), '?')))
     return would(r, 'changed %s' % kind)
+
+
+def lost_words(r):
+    """Why a lost host has no reading after the change: 'did not come back after the reboot at <time>'."""
+    lost = r.get('lost') or {}
+    if lost.get('step') == 'reboot':
+        return 'did not come back after the reboot at %s' % dash(lost.get('since') or lost.get('at'), '?')
+    return 'stopped answering at %s (%s)' % (dash(lost.get('at'), '?'), lost.get('task') or lost.get('step'))
+
+
+VERDICTS = ('compliant', 'not compliant', 'failed', 'lost', 'no result')
+
+
+def verdict(r):
+    """Which count of the summary a host is in: compliant, not compliant (misses, no error), failed (an error), lost
+    (did not come back after the reboot, or stopped answering later), no result."""
+    if not r:
+        return 'no result'
+    if r.get('lost'):
+        return 'lost'
+    if r.get('error'):
+        return 'failed'
+    return 'compliant' if not miss_count(r) else 'not compliant'
+
+
+def miss_count(r):
+    """How many misses the run found after it: ``misses_count`` (the result lists the first few only)."""
+    count = r.get('misses_count')
+    return count if count is not None else len(r.get('misses') or [])
 
 
 def outcome(r):
     """The one-line result of a host, as the summary states it."""
+    if r.get('lost'):
+        return 'LOST: %s: %s' % (lost_words(r), (r.get('lost') or {}).get('message') or r.get('error'))
     if r.get('error'):
         return 'FAILED: %s' % r['error']
-    misses = r.get('misses') or []
-    if not misses:
+    count = miss_count(r)
+    if not count:
         return 'compliant'
-    return '%d %s' % (len(misses), 'miss' if len(misses) == 1 else 'misses')
+    return '%d %s' % (count, 'miss' if count == 1 else 'misses')
 
 
 def failure_paragraph(r):
@@ -153,6 +194,11 @@ def failure_paragraph(r):
     if not error:
         return []
     changes = r.get('changes') or []
+    if r.get('lost'):
+        done = '; '.join(change_words(r, c) for c in changes) or 'nothing'
+        return ['**The host %s: %s.** The run had changed: %s. Nothing was read from the host after that: the '
+                '"after" column is empty, and the host must be looked at (its console) before the role runs again.'
+                % (lost_words(r), error, done), '']
     if r.get('failed_before_change'):
         return ['**The run stopped before any change: %s**' % error, '',
                 'Nothing was changed on the host: the role checks every wanted value against the host before its '
@@ -170,19 +216,26 @@ def failure_paragraph(r):
 # report.md
 
 
+def readings(r):
+    """The result's readings of the host (first run, before, after), each {} when missing."""
+    rd = r.get('readings') or {}
+    return rd.get('first') or {}, rd.get('before') or {}, rd.get('after') or {}
+
+
 def device_rows(r):
-    before, after = r.get('before') or {}, r.get('after') or {}
+    """(target, device) for the report's table: the path targets, the device targets, then the devices beneath."""
+    _first, before, after = readings(r)
     rows = []
     for path in r.get('targets') or []:
-        name = get(after, 'paths', path, 'device', default=get(before, 'paths', path, 'device', default='?'))
+        name = get(after, 'paths', path, default=get(before, 'paths', path, default='?'))
         rows.append((path, name))
     for spec, name in sorted((r.get('devices') or {}).items()):
         rows.append((spec, name))
     names = [name for _spec, name in rows]
-    for d in r.get('read_ahead_devices') or []:
-        if d.get('name') not in names:
-            rows.append((', '.join(d.get('targets') or []), d.get('name')))
-            names.append(d.get('name'))
+    for name in sorted(set(list(get(before, 'read_ahead_kb', default={})) + list(get(after, 'read_ahead_kb', default={})))):
+        if name not in names:
+            rows.append(('beneath the targets', name))
+            names.append(name)
     return rows
 
 
@@ -389,18 +442,21 @@ def ebs_lines(r):
     return out
 
 
-def report_md(host, r, chart):
-    first, before, after = r.get('first') or {}, r.get('before') or {}, r.get('after') or {}
+def report_md(host, r, chart, facts_before=None, facts_after=None):
+    """report.md from the result; the full facts, when the payload has them, add what set each value before, tuned's
+    conflicting profiles and why the boot loader is handled as it is."""
+    first, before, after = readings(r)
     check = ', check mode' if r.get('check_mode') else ''
     out = ['# %s: read-ahead and THP (%s, %s mode%s)' % (host, r.get('state'), r.get('mode'), check), '']
     out += failure_paragraph(r)
-    if not after.get('os'):
-        # A refusal before the facts were complete: the message above is the report.
+    if not before.get('os'):
+        # A refusal before the facts were complete: the message above is the report. (A host lost after the change
+        # has no reading after it: its "after" column is empty.)
         out += ['No facts were read from the host.', '']
         return '\n'.join(out)
     out += ['Run started %s (the host\'s clock). %s %s, tuned %s: %s -> %s.' % (
-        r.get('started'), get(after, 'os', 'id'), get(after, 'os', 'version_id'),
-        get(after, 'tuned', 'version') or 'not installed',
+        r.get('started'), get(before, 'os', 'id'), get(before, 'os', 'version_id'),
+        get(after or before, 'tuned', 'version') or 'not installed',
         ' '.join(get(before, 'tuned', 'active_profiles', default=[])) or '-',
         ' '.join(get(after, 'tuned', 'active_profiles', default=[])) or '-'), '']
     taken = r.get('snapshot_taken')
@@ -413,11 +469,10 @@ def report_md(host, r, chart):
                 '|---|---|---|---:|---:|---:|---:|---|']
         for target, name in device_rows(r):
             out.append('| %s | %s | %s | %s | %s | %s | %s | %s |' % (
-                target, name, get(after, 'block_devices', name, 'type', default='?'),
-                get(first, 'block_devices', name, 'read_ahead_kb', default='?'),
-                get(before, 'block_devices', name, 'read_ahead_kb', default='?'),
-                get(after, 'block_devices', name, 'read_ahead_kb', default='?'), wanted(r),
-                get(before, 'block_devices', name, 'set_by') or '-'))
+                target, name, get(before, 'devices', name, default='?'),
+                get(first, 'read_ahead_kb', name, default='?'), get(before, 'read_ahead_kb', name, default='?'),
+                get(after, 'read_ahead_kb', name, default='?'), wanted(r),
+                get(facts_before or {}, 'block_devices', name, 'set_by') or '-'))
     why = get(r, 'read_ahead_default', 'why')
     if r.get('state') == 'present' and why:
         out += ['', 'Wanted read-ahead: %s.' % why]
@@ -426,9 +481,9 @@ def report_md(host, r, chart):
         out += sweep_section(host, r, chart)
     out += ['| THP | first run | before | after |', '|---|---|---|---|']
     for attr in ('enabled', 'defrag'):
-        out.append('| %s | %s | %s | %s |' % (attr, get(first, 'thp', 'runtime', attr, 'value', default='n/a'),
-                                              get(before, 'thp', 'runtime', attr, 'value', default='n/a'),
-                                              get(after, 'thp', 'runtime', attr, 'value', default='n/a')))
+        out.append('| %s | %s | %s | %s |' % (attr, get(first, 'thp', attr, default='n/a'),
+                                              get(before, 'thp', attr, default='n/a'),
+                                              get(after, 'thp', attr, default='n/a')))
     out.append('| kernel command line (running) | %s | %s | %s |' % (
         dash(get(first, 'thp', 'running_cmdline')), dash(get(before, 'thp', 'running_cmdline')),
         dash(get(after, 'thp', 'running_cmdline'))))
@@ -437,7 +492,7 @@ def report_md(host, r, chart):
     pb, pa = probe.get('before') or {}, probe.get('after') or {}
     if 'read_amplification' in pb and 'read_amplification' in pa:
         out += ['| io_probe (%s, %s KiB random reads on %s) | before | after |' % (
-            pa.get('method'), pa.get('record_kb'), pa.get('device')), '|---|---:|---:|',
+            probe.get('method'), probe.get('record_kb'), probe.get('device')), '|---|---:|---:|',
             '| read-ahead KiB | %s | %s |' % (pb.get('read_ahead_kb'), pa.get('read_ahead_kb')),
             '| reads | %s | %s |' % (pb.get('reads'), pa.get('reads')),
             '| read amplification (device bytes / bytes read) | %s%s | %s%s |' % (
@@ -447,7 +502,7 @@ def report_md(host, r, chart):
                 get(pb, 'latency', 'p50_ms', default='?'), get(pb, 'latency', 'p99_ms', default='?'),
                 get(pa, 'latency', 'p50_ms', default='?'), get(pa, 'latency', 'p99_ms', default='?')), '']
         out += ebs_lines(r)
-    conflicts = get(after, 'tuned', 'conflicts', default=[])
+    conflicts = get(facts_after or {}, 'tuned', 'conflicts', default=[])
     if conflicts:
         out += ['Other tuned profiles that set what the collection sets (tuned ends with the winner\'s value):', '',
                 '| profile | section | option | its value | ours | winner |', '|---|---|---|---|---|---|']
@@ -456,7 +511,11 @@ def report_md(host, r, chart):
                 c.get('profile'), c.get('section'), c.get('option'), c.get('value'), c.get('ours'), c.get('winner'),
                 (' (where %s)' % c['condition']) if c.get('condition') else ''))
         out.append('')
-    out.append('Boot loader: %s (%s).' % (get(after, 'os', 'boot_method'), get(after, 'os', 'boot_reason')))
+    elif get(after, 'tuned', 'conflicts'):
+        out += ['Other tuned profiles set what the collection sets: %s (listed in the role\'s report on the controller).'
+                % get(after, 'tuned', 'conflicts'), '']
+    reason = get(facts_after or {}, 'os', 'boot_reason')
+    out.append('Boot loader: %s%s.' % (get(before, 'os', 'boot_method'), ' (%s)' % reason if reason else ''))
     out += reboot_lines(r)
     out += aem_lines(r)
     out.append('tuned-adm verify: %s.' % r.get('tuned_verify'))
@@ -473,10 +532,16 @@ def report_md(host, r, chart):
         out += ['This run changed nothing on the host.', '']
     for e in r.get('fact_errors') or []:
         out.append('Facts not read: %s' % e)
-    misses = r.get('misses') or []
+    # Every miss: from the full facts where the payload has them, else the result's first ones and how many more.
+    full = get(facts_after or {}, 'compliance', 'misses')
+    misses = (['%s: %s' % (m.get('subject'), m.get('message')) for m in full] if full and not r.get('lost')
+              else r.get('misses') or [])
     if misses:
         out.append('Not compliant:')
         out += ['- %s' % m for m in misses]
+        if miss_count(r) > len(misses):
+            out.append('- and %d more (not kept in the result; the report written with the run lists them all)'
+                       % (miss_count(r) - len(misses)))
     elif not r.get('error'):
         out.append('Compliant.')
     out.append('')
@@ -491,8 +556,8 @@ def summary_row(host, r):
     """The summary's data for one host (summary.json), or None without a result."""
     if not r:
         return None
-    before, after = r.get('before') or {}, r.get('after') or {}
-    names = [get(after, 'paths', path, 'device', default='?') for path in r.get('targets') or []]
+    _first, before, after = readings(r)
+    names = [get(after, 'paths', path, default=get(before, 'paths', path, default='?')) for path in r.get('targets') or []]
     for name in sorted((r.get('devices') or {}).values()):
         if name not in names:
             names.append(name)
@@ -503,13 +568,14 @@ def summary_row(host, r):
         'host': host, 'schema_version': r.get('schema_version'), 'state': r.get('state'), 'mode': r.get('mode'),
         'check_mode': r.get('check_mode'), 'started': r.get('started'), 'verified': r.get('verified'),
         'compliant': r.get('compliant'), 'outcome': outcome(r), 'misses': r.get('misses') or [],
+        'misses_count': miss_count(r),
+        'lost': r.get('lost'), 'verdict': verdict(r),
         'error': r.get('error') or '', 'read_ahead_kb': r.get('read_ahead_kb'),
-        'devices': [{'name': n, 'before_kb': get(before, 'block_devices', n, 'read_ahead_kb'),
-                     'after_kb': get(after, 'block_devices', n, 'read_ahead_kb')} for n in names],
+        'devices': [{'name': n, 'before_kb': get(before, 'read_ahead_kb', n), 'after_kb': get(after, 'read_ahead_kb', n)}
+                    for n in names],
         'auto': ({'recommended_kb': sw['recommended_kb'], 'source': sw.get('source')}
                  if 'recommended_kb' in sw else None),
-        'thp': {'before': get(before, 'thp', 'runtime', 'enabled', 'value'),
-                'after': get(after, 'thp', 'runtime', 'enabled', 'value')},
+        'thp': {'before': get(before, 'thp', 'enabled'), 'after': get(after, 'thp', 'enabled')},
         'tuned': get(after, 'tuned', 'active_profiles', default=[]),
         'changes': len(r.get('changes') or []),
         'rebooted': bool(rb.get('done')), 'reboot_required': bool(r.get('reboot_required')) and not rb.get('done'),
@@ -519,11 +585,27 @@ def summary_row(host, r):
     }
 
 
+def summary_counts(rows):
+    """{verdict: number of hosts}, every verdict present."""
+    counts = dict((v, 0) for v in VERDICTS)
+    for _host, row in rows:
+        counts[row['verdict'] if row else 'no result'] += 1
+    return counts
+
+
 def summary_md(rows, title):
+    counts = summary_counts(rows)
     out = ['# aemops.os_tuning fleet summary%s' % (': ' + title if title else ''), '',
-           '| host | state | mode | targets (before -> after KiB) | THP | tuned | result | running readers '
-           '| reboot | verified (host clock) |',
-           '|---|---|---|---|---|---|---|---|---|---|']
+           '%d %s: %s.' % (len(rows), 'host' if len(rows) == 1 else 'hosts',
+                           ', '.join('%d %s' % (counts[v], v) for v in VERDICTS)), '']
+    lost = [(host, row) for host, row in rows if row and row['lost']]
+    if lost:
+        out += ['Lost (no reading after the change; look at the host\'s console):', '']
+        out += ['- %s %s' % (host, row['outcome'][len('LOST: '):]) for host, row in lost]
+        out.append('')
+    out += ['| host | state | mode | targets (before -> after KiB) | THP | tuned | result | running readers '
+            '| reboot | verified (host clock) |',
+            '|---|---|---|---|---|---|---|---|---|---|']
     for host, row in rows:
         if row is None:
             out.append('| %s | | | | | | no result (the role did not reach its result on this host) | | | |' % host)
@@ -539,6 +621,9 @@ def summary_md(rows, title):
         elif rd['aem_unit'] and rd['aem_needs_restart']:
             readers += ' (AEM among them)'
         reboot = 'rebooted' if row['rebooted'] else ('required' if row['reboot_required'] else '-')
+        if row['lost'] and row['lost'].get('step') == 'reboot':
+            reboot = 'issued, not back'
+
         out.append('| %s | %s | %s | %s | %s -> %s | %s | %s | %s | %s | %s |' % (
             host, row['state'], row['mode'] + (' (check)' if row['check_mode'] else ''), targets,
             dash(row['thp']['before'], '?'), dash(row['thp']['after'], '?'), ' '.join(row['tuned']) or '-',
@@ -570,23 +655,29 @@ def render(directory, payload):
     if write is None:
         write = sorted(h for h, r in results.items() if r)
     play = payload.get('play')
+    facts = payload.get('facts') or {}
     written, charts = [], {}
     for host in write:
         r = results.get(host)
         if not r:
             continue
         hostdir = os.path.join(directory, host)
+        before, after, evidence = (list(facts.get(host) or []) + [None, None, None])[:3]
+        if evidence and r.get('read_ahead_sweep'):
+            # The sweep's rows (the table, the chart) come with the facts, not in the result.
+            r = dict(r, read_ahead_sweep=dict(r['read_ahead_sweep'], results=evidence.get('results') or []))
         chart = draw_chart(host, r, hostdir) if payload.get('chart', True) else {}
         if chart:
             charts[host] = chart.get('chart') or chart.get('skipped')
             if chart.get('chart'):
                 written.append(chart['chart'])
-        after = dict(r.get('after') or {})
-        if r.get('read_ahead_sweep'):
-            after['read_ahead_sweep'] = r['read_ahead_sweep']
-        written.append(write_file(os.path.join(hostdir, 'before.json'), to_json(r.get('before') or {})))
-        written.append(write_file(os.path.join(hostdir, 'after.json'), to_json(after)))
-        written.append(write_file(os.path.join(hostdir, 'report.md'), report_md(host, r, chart)))
+        if host in facts:
+            after = dict(after or {})
+            if r.get('read_ahead_sweep'):
+                after['read_ahead_sweep'] = r['read_ahead_sweep']
+            written.append(write_file(os.path.join(hostdir, 'before.json'), to_json(before or {})))
+            written.append(write_file(os.path.join(hostdir, 'after.json'), to_json(after)))
+        written.append(write_file(os.path.join(hostdir, 'report.md'), report_md(host, r, chart, before, after)))
     if payload.get('summary', True):
         rows = []
         for host in sorted(results):
@@ -598,19 +689,19 @@ def render(directory, payload):
         written.append(write_file(os.path.join(directory, 'summary.md'), summary_md(rows, payload.get('title'))))
         written.append(write_file(os.path.join(directory, 'summary.json'), to_json({
             'schema_version': SCHEMA_VERSION, 'generated': generated, 'title': payload.get('title'),
-            'hosts': dict((host, row) for host, row in rows)})))
+            'counts': summary_counts(rows), 'hosts': dict((host, row) for host, row in rows)})))
     return {'written': written, 'charts': charts}
 
 
-def main(argv, stdin):
-    if len(argv) != 2:
-        sys.stderr.write('usage: aem_reports.py DIR < base64(JSON payload)\n')
+def main(argv):
+    if len(argv) != 3:
+        sys.stderr.write('usage: aem_reports.py DIR PAYLOAD (a file holding a JSON object)\n')
         return 2
     try:
-        raw = stdin.read()
-        payload = json.loads(base64.b64decode(raw.strip()).decode('utf-8'))
-    except (ValueError, TypeError) as e:
-        sys.stderr.write('aem_reports.py: the payload is not base64 of a JSON object: %s\n' % e)
+        with io.open(argv[2], encoding='utf-8') as f:
+            payload = json.load(f)
+    except (IOError, OSError, ValueError, TypeError) as e:
+        sys.stderr.write('aem_reports.py: the payload %s is not a readable JSON object: %s\n' % (argv[2], e))
         return 2
     if not isinstance(payload, dict):
         sys.stderr.write('aem_reports.py: the payload is not a JSON object\n')
@@ -620,4 +711,4 @@ def main(argv, stdin):
 
 
 if __name__ == '__main__':
-    sys.exit(main(sys.argv, getattr(sys.stdin, 'buffer', sys.stdin)))
+    sys.exit(main(sys.argv))

@@ -10,7 +10,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import base64
 import copy
 import json
 import os
@@ -25,23 +24,29 @@ REPORTS = os.path.join(FILES, 'aem_reports.py')
 CLOCK = os.path.join(FILES, 'boot_clock.py')
 
 
-def facts(kb, thp, profiles):
+def reading(kb, thp, profiles):
+    """One of the result's readings (tuning_facts' reading.now: compliance.reading)."""
     return {
-        'os': {'id': 'rhel', 'version_id': '8.10', 'boot_method': 'grubby', 'boot_reason': 'RHEL 8 with BLS'},
-        'tuned': {'version': '2.22.1', 'active_profiles': profiles, 'conflicts': []},
-        'paths': {'/srv/aem': {'device': 'dm-0'}},
-        'block_devices': {'dm-0': {'type': 'lvm', 'read_ahead_kb': kb, 'set_by': 'tuned throughput-performance [disk]'},
-                          'nvme1n1': {'type': 'nvme', 'read_ahead_kb': kb, 'set_by': None}},
-        'thp': {'runtime': {'enabled': {'value': thp}, 'defrag': {'value': thp}}, 'running_cmdline': None},
-        'clock': {'iso': '2026-12-02T10:00:00Z'},
+        'os': {'id': 'rhel', 'version_id': '8.10', 'boot_method': 'grubby'},
+        'tuned': {'version': '2.22.1', 'active_profiles': profiles, 'conflicts': 0},
+        'paths': {'/srv/aem': 'dm-0'},
+        'read_ahead_kb': {'dm-0': kb, 'nvme1n1': kb},
+        'devices': {'dm-0': 'lvm', 'nvme1n1': 'nvme'},
+        'thp': {'enabled': thp, 'defrag': thp, 'running_cmdline': None},
     }
 
 
+def full_facts(kb):
+    """The full facts of the payload (before.json, after.json), as far as these tests read them."""
+    return {'block_devices': {'dm-0': {'type': 'lvm', 'read_ahead_kb': kb, 'set_by': 'tuned throughput-performance [disk]'}},
+            'tuned': {'conflicts': []}}
+
+
 BASE = {
-    'schema_version': 1, 'host': 'aem1', 'play': 'Post', 'state': 'present', 'mode': 'apply', 'check_mode': False,
+    'schema_version': 2, 'host': 'aem1', 'play': 'Post', 'state': 'present', 'mode': 'apply', 'check_mode': False,
     'started': '2026-12-02T10:00:00Z', 'verified': '2026-12-02T10:03:10Z',
     'targets': ['/srv/aem'], 'devices': {'/dev/disk/by-id/nvme-Amazon_vol0b': 'nvme1n1'}, 'read_ahead_kb': 32,
-    'compliant': True, 'compliant_before': False, 'misses_before': ['/srv/aem (dm-0): dm-0 reads 4096 KiB, not 32'],
+    'compliant': True, 'lost': None, 'compliant_before': False, 'misses_before_count': 1,
     'misses': [], 'changes': [], 'failed_before_change': False, 'error': '', 'errors': [], 'fact_errors': [],
     'reboot_required': False,
     'reboot': {'requested': 'false', 'required': False, 'done': False, 'boot_id_before': None, 'before': None,
@@ -50,21 +55,21 @@ BASE = {
     'readers': {'refreshed': [], 'stale': [], 'needs_restart': [], 'unreadable': [],
                 'aem_unit': 'aem', 'aem_refreshed': False, 'aem_needs_restart': False, 'aem_restarted': False},
     'error_log': None, 'probe': None, 'auto': False, 'may_sweep': False, 'read_ahead_sweep': {}, 'sweep_failure': None,
-    'read_ahead_default': {'kb': 32, 'why': '32 KiB: the default'}, 'read_ahead_devices': [],
+    'read_ahead_default': {'kb': 32, 'why': '32 KiB: the default'},
     'tuned_verify': 'passed', 'snapshot_taken': '2026-11-01T09:00:00Z',
-    'first': facts(4096, 'always', ['virtual-guest']), 'before': facts(4096, 'always', ['virtual-guest']),
-    'after': facts(32, 'never', ['virtual-guest', 'aemops-os-tuning']), 'report': '/r/aem1/report.md',
+    'readings': {'first': reading(4096, 'always', ['virtual-guest']), 'before': reading(4096, 'always', ['virtual-guest']),
+                 'after': reading(32, 'never', ['virtual-guest', 'aemops-os-tuning'])},
+    'report': '/r/aem1/report.md',
 }
 
 APPLIED_WITH_REBOOT = dict(
     BASE,
     changes=[
-        {'kind': 'read_ahead', 'devices': [{'name': 'dm-0', 'before_kb': 4096, 'after_kb': 32, 'targets': ['/srv/aem']},
-                                           {'name': 'nvme1n1', 'before_kb': 4096, 'after_kb': 32, 'targets': ['x']}]},
+        {'kind': 'read_ahead', 'devices': ['dm-0', 'nvme1n1']},
         {'kind': 'thp', 'runtime': {'enabled': {'before': 'always', 'after': 'never'}}, 'persist': ['tuned', 'cmdline'],
          'cmdline': None},
         {'kind': 'aem', 'unit': 'aem', 'action': 'stopped'},
-        {'kind': 'reboot', 'boot_id_before': 'b-1', 'boot_id_after': 'b-2'},
+        {'kind': 'reboot'},
         {'kind': 'aem', 'unit': 'aem', 'action': 'started'},
     ],
     reboot_required=True,
@@ -80,10 +85,12 @@ APPLIED_WITH_REBOOT = dict(
 
 
 def run(tmpdir, payload, raw=None):
-    data = raw if raw is not None else base64.b64encode(json.dumps(payload).encode('utf-8'))
-    proc = subprocess.Popen([sys.executable, REPORTS, str(tmpdir)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    out, err = proc.communicate(data)
+    """aem_reports.py DIR PAYLOAD as tasks/aem_reports.yml runs it: the payload in a file of its own, outside DIR."""
+    path = tmpdir.dirpath().join(tmpdir.basename + '.payload.json')
+    path.write_binary(raw if raw is not None else json.dumps(payload).encode('utf-8'))
+    proc = subprocess.Popen([sys.executable, REPORTS, str(tmpdir), str(path)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = proc.communicate(b'')
     return proc.returncode, out.decode('utf-8'), err.decode('utf-8')
 
 
@@ -93,7 +100,8 @@ def read(path):
 
 
 def test_a_reboot_is_reported_with_its_boot_ids_and_times_and_aem_with_its_200(tmpdir):
-    rc, out, _err = run(tmpdir, {'results': {'aem1': APPLIED_WITH_REBOOT}})
+    rc, out, _err = run(tmpdir, {'results': {'aem1': APPLIED_WITH_REBOOT},
+                                 'facts': {'aem1': [full_facts(4096), full_facts(32), None]}})
     assert rc == 0
     text = read(tmpdir.join('aem1', 'report.md'))
     assert 'Reboot required: False' not in text
@@ -107,6 +115,7 @@ def test_a_reboot_is_reported_with_its_boot_ids_and_times_and_aem_with_its_200(t
     assert "{'commit_blocked'" not in text
     assert '| /srv/aem | dm-0 | lvm | 4096 | 4096 | 32 | 32 | tuned throughput-performance [disk] |' in text
     assert '| /dev/disk/by-id/nvme-Amazon_vol0b | nvme1n1 | nvme | 4096 | 4096 | 32 | 32 | - |' in text
+    assert '| nvme0n1' not in text
     assert '| enabled | always | always | never |' in text
     assert '- set read-ahead: dm-0 4096 -> 32 KiB, nvme1n1 4096 -> 32 KiB' in text
     assert '- set THP: enabled always -> never' in text
@@ -121,7 +130,7 @@ def test_a_reboot_is_reported_with_its_boot_ids_and_times_and_aem_with_its_200(t
 def test_a_refusal_before_any_change_shows_its_message_first(tmpdir):
     refused = dict(BASE, failed_before_change=True, compliant=False, targets=[], devices={}, changes=[],
                    error='nothing was changed: aem_tuning_read_ahead_kb 30 is not a multiple of the page size (4 KiB)',
-                   after={}, before={}, first={})
+                   readings={'first': None, 'before': None, 'after': None})
     rc, _out, _err = run(tmpdir, {'results': {'aem1': refused}})
     assert rc == 0
     lines = read(tmpdir.join('aem1', 'report.md')).splitlines()
@@ -135,7 +144,7 @@ def test_a_refusal_before_any_change_shows_its_message_first(tmpdir):
 
 
 def test_a_failure_on_a_compliant_host_that_changed_nothing_says_so(tmpdir):
-    failed = dict(BASE, compliant=False, compliant_before=True, misses_before=[], changes=[],
+    failed = dict(BASE, compliant=False, compliant_before=True, misses_before_count=0, changes=[],
                   error='Wait for AEM: AEM did not come back: aem.service is failed')
     run(tmpdir, {'results': {'aem1': failed}})
     text = read(tmpdir.join('aem1', 'report.md'))
@@ -198,8 +207,10 @@ def test_the_sweep_chart_is_drawn_or_its_absence_explained(tmpdir):
              'results': [{'read_ahead_kb': 256, 'reads_per_s': 900.0, 'seq_mib_s': 120.0, 'read_amplification': 20.1},
                          {'read_ahead_kb': 64, 'reads_per_s': 2890.0, 'seq_mib_s': 118.0, 'read_amplification': 5.1},
                          {'read_ahead_kb': 32, 'reads_per_s': 2950.4, 'seq_mib_s': 80.0, 'read_amplification': 2.7}]}
-    result = dict(BASE, auto=True, may_sweep=True, read_ahead_kb=64, read_ahead_sweep=sweep)
-    rc, out, _err = run(tmpdir, {'results': {'aem1': result}})
+    # The result carries the sweep without its rows; the payload's facts bring them (tasks/report.yml).
+    result = dict(BASE, auto=True, may_sweep=True, read_ahead_kb=64,
+                  read_ahead_sweep=dict((k, v) for k, v in sweep.items() if k != 'results'))
+    rc, out, _err = run(tmpdir, {'results': {'aem1': result}, 'facts': {'aem1': [{}, {}, sweep]}})
     assert rc == 0
     text = read(tmpdir.join('aem1', 'report.md'))
     assert '## Read-ahead: auto' in text
@@ -218,8 +229,8 @@ def test_the_sweep_chart_is_drawn_or_its_absence_explained(tmpdir):
 
 
 def test_a_bad_payload_exits_2(tmpdir):
-    rc, _out, err = run(tmpdir, None, raw=b'{"results": {}}')
-    assert rc == 2 and 'not base64 of a JSON object' in err
+    rc, _out, err = run(tmpdir, None, raw=b'eyJyZXN1bHRzIjoge319')  # base64, as the payload once was
+    assert rc == 2 and 'is not a readable JSON object' in err
     assert tmpdir.listdir() == []
 
 
@@ -327,3 +338,65 @@ def test_the_report_says_why_there_are_no_ebs_statistics_and_nothing_without_a_p
             in read(tmpdir.join('aem1', 'report.md')))
     assert 'EBS' not in read(tmpdir.join('aem2', 'report.md'))
     assert 'EBS volume x: no EBS statistics.' in read(tmpdir.join('aem3', 'report.md'))
+
+
+LOST = dict(
+    APPLIED_WITH_REBOOT, compliant=False, compliant_before=True,
+    changes=APPLIED_WITH_REBOOT['changes'][:3] + [{'kind': 'reboot'}],
+    error='Reboot and wait for the host to come back, at most seconds 600: Timed out waiting for last boot time check',
+    lost={'step': 'reboot', 'task': 'Reboot and wait for the host to come back, at most seconds 600',
+          'at': '2026-12-02T10:11:02Z', 'since': '2026-12-02T10:01:00Z',
+          'message': 'Timed out waiting for last boot time check (timeout=600)'},
+    reboot=dict(APPLIED_WITH_REBOOT['reboot'], done=False, boot_id_after=None, booted=None, after=None),
+    aem=None, verified=None, readings=dict(BASE['readings'], after=None))
+
+
+def test_a_host_lost_at_the_reboot_has_its_report_its_summary_line_and_its_own_count(tmpdir):
+    payload = {'results': {'aem1': LOST, 'aem2': BASE, 'aem3': dict(BASE, misses=['THP: always'], compliant=False),
+                           'aem4': dict(BASE, error='Apply: failed', compliant=False), 'aem5': None},
+               'facts': {'aem1': [full_facts(4096), {}, None]}}
+    rc, _out, _err = run(tmpdir, payload)
+    assert rc == 0
+    text = read(tmpdir.join('aem1', 'report.md'))
+    assert text.splitlines()[2].startswith(
+        '**The host did not come back after the reboot at 2026-12-02T10:01:00Z: Reboot and wait for the host')
+    assert 'The run had changed: set read-ahead: dm-0 4096 -> 32 KiB' in text
+    assert '| /srv/aem | dm-0 | lvm | 4096 | 4096 | ? | 32 |' in text
+    assert 'Compliant.' not in text
+    assert json.loads(read(tmpdir.join('aem1', 'after.json'))) == {}
+    summary = read(tmpdir.join('summary.md'))
+    assert '5 hosts: 1 compliant, 1 not compliant, 1 failed, 1 lost, 1 no result.' in summary
+    assert ('- aem1 did not come back after the reboot at 2026-12-02T10:01:00Z: Timed out waiting for last boot time '
+            'check (timeout=600)') in summary
+    assert '| LOST: did not come back after the reboot at 2026-12-02T10:01:00Z:' in summary
+    assert '| issued, not back |' in summary
+    data = json.loads(read(tmpdir.join('summary.json')))
+    assert data['counts'] == {'compliant': 1, 'not compliant': 1, 'failed': 1, 'lost': 1, 'no result': 1}
+    assert data['hosts']['aem1']['verdict'] == 'lost' and data['hosts']['aem1']['lost']['step'] == 'reboot'
+
+
+def test_without_facts_the_report_is_written_from_the_result_alone(tmpdir):
+    """playbooks/summary.yml: the fact cache has the results, not the full facts."""
+    rc, out, _err = run(tmpdir, {'results': {'aem1': APPLIED_WITH_REBOOT}, 'write': ['aem1']})
+    assert rc == 0
+    assert sorted(os.path.relpath(p, str(tmpdir)) for p in json.loads(out)['written']) == [
+        'aem1/report.md', 'summary.json', 'summary.md']
+    assert '| /srv/aem | dm-0 | lvm | 4096 | 4096 | 32 | 32 |' in read(tmpdir.join('aem1', 'report.md'))
+
+
+def test_the_result_lists_the_first_misses_and_the_report_every_one(tmpdir):
+    many = ['dev%d: reads 4096 KiB, not 32' % i for i in range(14)]
+    r = dict(BASE, compliant=False, misses=many[:6], misses_count=14)
+    facts_after = dict(full_facts(4096), compliance={'misses': [{'subject': 'dev%d' % i, 'message': 'reads 4096 KiB, not 32'}
+                                                                for i in range(14)]})
+    # With the run's full facts (tasks/report.yml): every miss.
+    run(tmpdir.join('a'), {'results': {'aem1': r}, 'facts': {'aem1': [full_facts(4096), facts_after, None]}})
+    text = read(tmpdir.join('a', 'aem1', 'report.md'))
+    assert '- dev13: reads 4096 KiB, not 32' in text and 'more (not kept' not in text
+    summary = json.loads(read(tmpdir.join('a', 'summary.json')))['hosts']['aem1']
+    assert summary['outcome'] == '14 misses' and summary['misses_count'] == 14 and summary['verdict'] == 'not compliant'
+    # From the result alone (the fact cache's summary): the first 6, and how many more.
+    run(tmpdir.join('b'), {'results': {'aem1': r}})
+    text = read(tmpdir.join('b', 'aem1', 'report.md'))
+    assert '- dev5: reads 4096 KiB, not 32' in text and '- dev6:' not in text
+    assert '- and 8 more (not kept in the result; the report written with the run lists them all)' in text

@@ -5,7 +5,7 @@
 """The kernel's own read-ahead rule by release (module_utils/kernel_readahead.py).
 
 Upstream Linux, block layer: before v5.10 every queue starts at 128 KiB (VM_READAHEAD_PAGES); from
-v5.10 (f8d6c28b2a8e, "block: lift setting the readahead size into the block layer") at
+v5.10 (c2e4cd57cfa1, "block: lift setting the readahead size into the block layer") at
 max(2 x io_opt, 128 KiB), in block/blk-settings.c (blk_queue_io_opt, later blk_apply_bdi_limits);
 from v6.17 (459779d04ae8, "block: Improve read ahead size for rotational devices") a rotational
 device without io_opt uses 2 x max_sectors.

@@ -239,3 +239,28 @@ def test_locked_busy_raises_the_given_error(tmpdir):
 
 def test_device_lock_name_is_keyed_by_majmin():
     assert runstate.device_lock_name('253:0') == 'read-ahead-253-0.lock'
+
+
+@pytest.mark.parametrize('make, kind', [
+    (os.mkdir, 'a directory'),
+    (os.mkfifo, 'a FIFO (named pipe)'),
+])
+def test_one_table_of_file_kinds_names_them_for_runstate_and_files_alike(tmp_path, make, kind):
+    """runstate.file_kind is the collection's one table (files.py had a second copy); both modules' refusals name a
+    kind from it, in the same words."""
+    from ansible_collections.aemops.os_tuning.plugins.module_utils import files
+    path = str(tmp_path / 'x')
+    make(path)
+    assert runstate.file_kind(os.lstat(path).st_mode) == kind
+    assert not hasattr(files, 'file_kind') and not hasattr(files, '_FILE_KINDS')
+    assert runstate.read_checked(path, path) == (None, 'damaged: %s: is %s, not a regular file' % (path, kind))
+    with pytest.raises(files.FileError) as info:
+        files.check_owned_target(path)
+    assert '%s is %s' % (path, kind) in str(info.value)
+
+
+def test_a_regular_file_has_no_kind_to_name(tmp_path):
+    path = tmp_path / 'f'
+    path.write_text(u'x')
+    assert runstate.file_kind(os.lstat(str(path)).st_mode) is None
+    assert runstate.file_kind(0) == 'not a regular file'

@@ -911,3 +911,19 @@ def test_the_audit_names_tuned_running_no_profile(nitro):
 def test_an_empty_path_is_an_error_not_the_current_directory(nitro, args, message):
     result = nitro.fail(args)
     assert message in result['msg'] and result['changed'] is False
+
+
+@pytest.mark.parametrize('args, message', [
+    ({'paths': ['relative/x']}, "paths entry 'relative/x' is not an absolute path: give the full path, for example "
+                                "/opt/aem/crx-quickstart/repository"),
+    ({'intent': {'paths': ['tmp/x'], 'read_ahead_kb': 32}}, "intent.paths entry 'tmp/x' is not an absolute path"),
+    ({'intent': {'candidates': ['/opt/aem', 'srv/aem', 'aem'], 'read_ahead_kb': 32}},
+     "intent.candidates entries 'srv/aem', 'aem' are not absolute paths"),
+])
+def test_a_relative_path_is_refused_not_looked_up_from_the_root(nitro, args, message):
+    # tmp/x would otherwise resolve as /tmp/x, silently: refused as read_ahead refuses it, with nothing read.
+    nitro.host.mkdir('/tmp/x')
+    nitro.host.mkdir('/relative/x')
+    result = nitro.fail(args)
+    assert message in result['msg'] and result['msg'].startswith('nothing was changed: ')
+    assert result['changed'] is False and 'ansible_facts' not in result
