@@ -262,7 +262,12 @@ def samples(facts, now, read_ahead_kb=None, error='', mode=None, state=None):
     if isinstance(readers, dict):
         add(PREFIX + '_stale_readers', len(readers.get('stale') or []), fix='refresh')
         add(PREFIX + '_stale_readers', len(readers.get('needs_restart') or []), fix='restart')
-    ebs = facts.get('ebs')
+    _ebs_samples(facts.get('ebs'), add)
+    return out
+
+
+def _ebs_samples(ebs, add):
+    """The EBS volumes' own counters (tuning_facts' ``ebs``), where the page was read."""
     for device, found in sorted((ebs if isinstance(ebs, dict) else {}).items()):
         stats = (found or {}).get('stats') if isinstance(found, dict) else None
         if not isinstance(stats, dict):
@@ -272,7 +277,6 @@ def samples(facts, now, read_ahead_kb=None, error='', mode=None, state=None):
             if value is not None:
                 add(PREFIX + '_ebs_' + name, value / float(scale) if scale != 1 else value, device=device,
                     volume_id=found.get('volume_id') or '')
-    return out
 
 
 def _sort_key(sample):

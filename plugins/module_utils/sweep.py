@@ -906,6 +906,19 @@ def default_hooks(the_plan):
 # ---------------------------------------------------------------------------------------------
 # The run
 
+def _mark_readers(the_plan):
+    """Before the first candidate: the readers' record notes that the device's read-ahead changes outside a refresh,
+    so every file opened while a candidate is live counts as stale until a run refreshes it. A record that cannot be
+    written stops the sweep before any change."""
+    root, device = the_plan['root'], the_plan['device']
+    try:
+        readers.mark_changed(root, readers.device_numbers(root, [device])[0])
+    except (IOError, OSError, runstate.FileError) as e:
+        runstate.remove_state(the_plan['state_file'], _display(the_plan['state_file']))
+        raise SweepError('the sweep did not start, nothing was changed: cannot mark %s in %s (%s).'
+                         % (device, readers.RECORD_PATH, getattr(e, 'strerror', None) or e))
+
+
 def run(the_plan, hooks=None, pid=None):
     """Run the sweep of ``the_plan`` and return the result dict; restores the device on every path.
 
@@ -934,13 +947,7 @@ def run(the_plan, hooks=None, pid=None):
                  'started': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
                  'boot_id': boot_id(root), 'host': socket.gethostname(), 'path': the_plan['path']}
         write_state(root, the_plan['state_file'], state)  # recorded before the first change
-        # The candidates reach files opened meanwhile: every open file there counts as stale until a run refreshes it.
-        try:
-            readers.mark_changed(root, readers.device_numbers(root, [device])[0])
-        except (IOError, OSError, runstate.FileError) as e:
-            runstate.remove_state(the_plan['state_file'], _display(the_plan['state_file']))
-            raise SweepError('the sweep did not start, nothing was changed: cannot mark %s in %s (%s).'
-                             % (device, readers.RECORD_PATH, getattr(e, 'strerror', None) or e))
+        _mark_readers(the_plan)
         error = None
         restored = False
         try:
