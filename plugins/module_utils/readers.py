@@ -519,8 +519,8 @@ def scan(root, numbers, deadline=SCAN_DEADLINE, min_bytes=0):
             for pid in pids:
                 if pid == state.current:
                     unscanned.append({'pid': pid, 'reason': 'its /proc entries did not answer within the scan\'s '
-                                                            'deadline (%g s): a page fault on a hung mount holds '
-                                                            'its memory map' % deadline})
+                                                            'deadline (%g s) (a fault on a hung mount can hold a '
+                                                            'process\'s memory map)' % deadline})
                 elif pid not in state.done:
                     unscanned.append({'pid': pid, 'reason': 'not reached before the scan\'s deadline (%g s)'
                                                             % deadline})

@@ -445,7 +445,7 @@ def test_the_scan_has_a_deadline_and_names_what_it_did_not_reach(host):
     assert __import__('time').time() - began < 30.0  # returned long before the blocked read did
     assert [r['pid'] for r in found['readers']] == [4242]
     assert [(u['pid'], u['reason'].split(':')[0]) for u in found['unscanned']] == [
-        (4500, "its /proc entries did not answer within the scan's deadline (2 s)"),
+        (4500, "its /proc entries did not answer within the scan's deadline (2 s) (a fault on a hung mount can hold a process's memory map)"),
         (4600, "not reached before the scan's deadline (2 s)")]
     assert found['cost']['deadline_s'] == 2.0 and found['cost']['processes'] == 1
     # the record marks them unscanned, whatever their start: the next run refreshes them
