@@ -493,26 +493,31 @@ def mounts(root):
 
 
 def _read_mounts(root):
+    return [entry for _id, entry in parse_mountinfo(read_text(root_path(root, '/proc/self/mountinfo')))]
+
+
+def parse_mountinfo(text):
+    """[(mount id, as fdinfo's ``mnt_id`` names it; entry)] of a mountinfo (/proc/self/ or /proc/PID/), in order; an
+    entry has ``majmin``, ``mountpoint``, ``options``, ``fstype`` and ``source``."""
     entries = []
-    text = read_text(root_path(root, '/proc/self/mountinfo')) or ''
-    for line in text.splitlines():
+    for line in (text or '').splitlines():
         fields = line.split()
-        if '-' not in fields or len(fields) < 7:
+        if '-' not in fields or len(fields) < 7 or not fields[0].isdigit():
             continue
         sep = fields.index('-')
         if len(fields) < sep + 3:
             continue
-        entries.append({
+        entries.append((int(fields[0]), {
             'majmin': fields[2],
             'mountpoint': unescape_mount(fields[4]),
             'options': fields[5],
             'fstype': fields[sep + 1],
             'source': unescape_mount(fields[sep + 2]),
-        })
+        }))
     return entries
 
 
-def _within(path, mountpoint):
+def within(path, mountpoint):
     if mountpoint == '/':
         return True
     return path == mountpoint or path.startswith(mountpoint.rstrip('/') + '/')
@@ -536,7 +541,7 @@ def find_mount(root, path, strict=True):
     through stacked and hidden mounts. Otherwise (fake trees) the longest mount point that
     contains the path wins, the last listed on ties (mountinfo is not in mount order).
     """
-    entries = [e for e in mounts(root) if _within(path, e['mountpoint'])]
+    entries = [e for e in mounts(root) if within(path, e['mountpoint'])]
     majmin = _stat_majmin(root, path)
     if majmin is not None and any(e['majmin'] == majmin for e in entries):
         entries = [e for e in entries if e['majmin'] == majmin]

@@ -237,27 +237,17 @@ def parse_fdinfo(text):
 
 
 def parse_mountinfo(text):
-    """{mount id: {'dev': 'major:minor', 'point': mount point}} from a /proc/PID/mountinfo."""
-    out = {}
-    for line in (text or '').splitlines():
-        fields = line.split(' ')
-        if len(fields) < 5 or not re.match(r'^[0-9]+:[0-9]+\Z', fields[2]):
-            continue
-        try:
-            out[int(fields[0])] = {'dev': fields[2], 'point': blockdev.unescape_mount(fields[4])}
-        except ValueError:
-            continue
-    return out
+    """{mount id: {'dev': 'major:minor', 'point': mount point}} from a /proc/PID/mountinfo (blockdev's parser)."""
+    return dict((mount_id, {'dev': e['majmin'], 'point': e['mountpoint']})
+                for mount_id, e in blockdev.parse_mountinfo(text) if re.match(r'^[0-9]+:[0-9]+\Z', e['majmin']))
 
 
 def _mount_of_path(mounts, path):
     """The mount whose mount point is the longest one holding ``path`` (the fallback without mnt_id)."""
     best = None
     for mount in mounts.values():
-        point = mount['point']
-        if path == point or point == '/' or path.startswith(point.rstrip('/') + '/'):
-            if best is None or len(point) >= len(best['point']):
-                best = mount
+        if blockdev.within(path, mount['point']) and (best is None or len(mount['point']) >= len(best['point'])):
+            best = mount
     return best
 
 
