@@ -579,10 +579,11 @@ def _reader_misses(facts):
     readers = facts.get('readers') or {}
     for r in readers.get('stale') or []:
         result.append(miss(_reader_subject(r), 'reader', '%s, so it still reads with the earlier, larger window: run '
-                           'the role in apply mode (read_ahead refreshes it in place) or restart it' % r.get('reason')))
+                           'the role in apply mode (read_ahead refreshes it in place) or restart it' % r.get('reason'),
+                           unit=r.get('unit')))
     for r in readers.get('needs_restart') or []:
         result.append(miss(_reader_subject(r), 'reader_restart', '%s: restart it in your next window '
-                           '(aem_tuning_restart_stale_aem: true restarts AEM\'s unit)' % r.get('reason')))
+                           '(aem_tuning_restart_stale_aem: true restarts AEM\'s unit)' % r.get('reason'), unit=r.get('unit')))
     return result
 
 
@@ -606,8 +607,13 @@ def _device_labels(facts, resolved):
     return labels
 
 
-def miss(subject, kind, message):
-    return {'subject': subject, 'kind': kind, 'message': message}
+def miss(subject, kind, message, unit=None):
+    """A miss: what is not as it should be (``subject``), of which ``kind``, and what to do (``message``); a running
+    reader's miss also names its process's systemd ``unit`` (the role's result decides from it whether it is AEM's)."""
+    out = {'subject': subject, 'kind': kind, 'message': message}
+    if unit:
+        out['unit'] = unit
+    return out
 
 
 def _present_misses(facts, intent, resolved, verify):

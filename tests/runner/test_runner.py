@@ -288,13 +288,14 @@ def check_run(pdd, ident, proc, trace, reports):
     assert sorted(artifact) == HOSTS
     for host in HOSTS:
         r = artifact[host]
-        assert r['schema_version'] == 2 and r['host'] == host
+        assert r['schema_version'] == 3 and r['host'] == host
         # Sized for a fleet (issue 34): readings, not three copies of the facts.
         assert len(json.dumps(r)) <= 4096, len(json.dumps(r))
         assert r['lost'] is None and set(r['readings']) == {'first', 'before', 'after'}
         assert r['mode'] == 'audit' and r['state'] == 'present' and r['compliant'] is False
         assert r['changes'] == [] and r['error'] == '' and not r['failed_before_change']
-        assert any('no udev rule persists' in m for m in r['misses'])
+        assert any('no udev rule persists' in m['message'] and m['deferred'] is False for m in r['misses'])
+        assert r['misses_failing_count'] == r['misses_count'] > 0
         assert r['targets'] == [os.path.join(pdd, 'repo')]
         assert r['read_ahead_kb'] == 32 and isinstance(r['read_ahead_kb'], int)
         assert r['reboot']['done'] is False and r['aem'] is None
@@ -307,7 +308,7 @@ def check_run(pdd, ident, proc, trace, reports):
     for e in kept:
         assert e['event_data']['res']['ansible_facts']['aem_tuning_result']['host'] == e['event_data']['host']
     for host in HOSTS:
-        assert cached_facts(os.path.join(art, 'fact_cache'), host)['aem_tuning_result']['schema_version'] == 2
+        assert cached_facts(os.path.join(art, 'fact_cache'), host)['aem_tuning_result']['schema_version'] == 3
 
     # The reports: one controller-side task for both hosts (run_once), or none with aem_tuning_reports: false.
     report_tasks = [e for e in evs if e.get('event') in ('runner_on_ok', 'runner_on_skipped')
