@@ -1,0 +1,290 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The aem_tuning role's result and decisions (plugins/plugin_utils/role_result.py), from the steps' records.
+
+The facts are tuning_facts' own output on the fake host shaped like the project's VM (two NVMe disks, a virtio disk
+and the LV: tests/unit/plugins/modules/test_result_size.py); the other steps' records are what their modules and
+ansible.builtin's return when registered (reboot: ``rebooted``, ``elapsed``; a script: ``stdout``; a skipped task:
+``skipped``). The cases: an audit of the untuned host, an apply run that rebooted with AEM stopped and started, a
+host lost at the reboot, a refusal before any change, and a kernel without pidfd_getfd (AEM needs a restart, left to
+a later play or not).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+import json
+
+from ansible_collections.aemops.os_tuning.plugins.filter import aem_tuning as filters
+from ansible_collections.aemops.os_tuning.plugins.plugin_utils import role_result
+
+SKIPPED = {'changed': False, 'skipped': True, 'skip_reason': 'Conditional result was False'}
+UNIT = 'aem.service'
+SETTINGS = {'host': 'aemvm', 'play': 'Converge', 'state': 'present', 'mode': 'apply', 'check_mode': False,
+            'probe': False, 'reboot': 'auto', 'aem_service': 'aem', 'aem_url': 'http://127.0.0.1:4502/',
+            'restart_later': False, 'error_log': '', 'reports': True, 'report_dir': '/srv/reports',
+            'snapshot_path': '/etc/ansible/facts.d/aem_tuning_before.fact',
+            'sweep_record_path': '/etc/ansible/facts.d/aem_tuning_sweep.fact'}
+CLOCK_BEFORE = {'changed': False, 'rc': 0, 'stdout': json.dumps({
+    'boot_id': 'f3a1c2d4', 'iso': '2026-12-05T10:01:02Z', 'booted': '2026-12-05T09:00:00Z', 'epoch': 1796464862})}
+CLOCK_AFTER = {'changed': False, 'rc': 0, 'stdout': json.dumps({
+    'boot_id': '7c0d9e8f', 'iso': '2026-12-05T10:02:30Z', 'booted': '2026-12-05T10:01:48Z', 'epoch': 1796464950})}
+WAIT = {'changed': False, 'rc': 0, 'stdout': json.dumps({
+    'ok': True, 'status': 200, 'started': '2026-12-05T10:02:31Z', 'answered': '2026-12-05T10:03:40Z', 'waited': 69.2,
+    'message': 'AEM answered 200'}) + '\n'}
+
+
+def registered(facts):
+    return {'changed': False, 'ansible_facts': {'os_tuning': facts}}
+
+
+def reader(pid, comm, unit, why='no_pidfd_getfd'):
+    return {'pid': pid, 'comm': comm, 'unit': unit, 'start': '2026-12-05T09:00:10Z', 'fds': 3, 'mappings': 2,
+            'mapped_without_fd': 0, 'files': ['/opt/aem/crx-quickstart/repository/segmentstore/data00000a.tar'],
+            'count': 2, 'why': why,
+            'reason': 'the kernel has no pidfd_getfd (Linux 5.6): it cannot refresh 2 files of the running process in place'}
+
+
+def restart_miss(r):
+    return {'subject': 'pid %d (%s, %s)' % (r['pid'], r['comm'], r['unit']), 'kind': 'reader_restart',
+            'message': '%s: restart it in your next window' % r['reason'], 'unit': r['unit']}
+
+
+def base_facts(misses=(), readers=None):
+    """tuning_facts' os_tuning, trimmed to what the result reads, for the cases built here by hand."""
+    now = {'read_ahead_kb': {'dm-0': 32}, 'paths': {'/opt/aem/crx-quickstart/repository': 'dm-0'},
+           'thp': {'enabled': 'never', 'defrag': 'never', 'running_cmdline': None},
+           'tuned': {'version': '2.20.0', 'active_profiles': ['aem-os-tuning'], 'conflicts': 0},
+           'devices': {'dm-0': 'lvm'}, 'os': {'id': 'rhel', 'version_id': '8.10', 'boot_method': 'bios'}}
+    return {'clock': {'iso': '2026-12-05T10:00:00Z', 'epoch': 1796464800}, 'snapshot': None, 'errors': [],
+            'plan': {'targets': ['/opt/aem/crx-quickstart/repository'], 'devices': {},
+                     'read_ahead': {'kb': 32, 'source': 'given', 'auto': False, 'may_sweep': False},
+                     'read_ahead_default': None, 'sweep_timeout': 900},
+            'reading': {'now': now, 'snapshot': None},
+            'compliance': {'misses': list(misses), 'tuned_verify': {'summary': 'passed'}},
+            'readers': readers or {'stale': [], 'needs_restart': [], 'unscanned': [], 'kernel_refresh': True}}
+
+
+def steps_for(facts_before, **steps):
+    """The steps' records as main.yml names them, after before.yml's start: every step empty or skipped unless given."""
+    start = role_result.run_start(registered(facts_before), SETTINGS)
+    out = {'facts_before': registered(facts_before), 'facts_after': SKIPPED, 'before': start['before'],
+           'failed_early': start['failed_early'], 'error': start['error'], 'errors': start['errors'], 'lost': {},
+           'choice': start['choice'], 'targets': start['targets'], 'device_names': start['device_names'],
+           'started': start['started'], 'reading_first': start['reading_first'],
+           'snapshot_taken': start['snapshot_taken'], 'read_ahead_default': start['read_ahead_default'],
+           'do_reboot': False, 'aem_restarted': False, 'aem_record': {}, 'probes': {}, 'reread': False}
+    for name in ('snapshot_write', 'snapshot_remove', 'sweep', 'sweep_unrecord', 'tuned_install', 'tuned_service',
+                 'read_ahead', 'thp', 'aem_stop', 'aem_stop_restart', 'clock_before', 'reboot_done', 'boot_state',
+                 'clock_after', 'clock_restart', 'aem_wait', 'log_scan'):
+        out[name] = SKIPPED
+    out.update(steps)
+    return out
+
+
+def apply_with_reboot():
+    """An apply run on the untuned host: read-ahead set, THP never with a kernel command line change, so auto
+    reboots, with AEM stopped before and started after."""
+    before = base_facts(misses=[{'subject': 'THP', 'kind': 'thp', 'message': 'transparent_hugepage/enabled is always'}])
+    before['reading']['now']['read_ahead_kb'] = {'dm-0': 4096}
+    after = base_facts()
+    after['clock']['iso'] = '2026-12-05T10:04:31Z'
+    steps = steps_for(
+        before, facts_after=registered(after), reread=True, do_reboot=True,
+        snapshot_write={'changed': True, 'snapshot': {'taken': '2026-12-05T10:00:00Z'}},
+        read_ahead={'changed': True, 'devices': [{'name': 'dm-0', 'before': 4096, 'after': 32}],
+                    'readers': {'refreshed': [], 'needs_restart': [], 'unreadable': [], 'kernel_refresh': True}},
+        thp={'changed': True, 'reboot_required': True, 'persist': ['tuned', 'cmdline'],
+             'runtime': {'enabled': {'before': 'always', 'after': 'never', 'offered': ['always', 'madvise', 'never']}},
+             'cmdline': {'method': 'grubby', 'managed': True, 'running': 'always', 'args': 'transparent_hugepage=never'}},
+        aem_stop={'changed': True}, clock_before=CLOCK_BEFORE, reboot_done={'changed': True, 'rebooted': True, 'elapsed': 71},
+        clock_after=CLOCK_AFTER, aem_wait=WAIT)
+    steps['aem_record'] = role_result.aem_record(steps, SETTINGS)
+    return steps
+
+
+def test_an_audit_of_the_untuned_host_keeps_its_misses_as_data_and_reads_nothing_again():
+    misses = [{'subject': '/opt/aem/crx-quickstart/repository (dm-0)', 'kind': 'read_ahead',
+               'message': 'dm-0 reads 4096 KiB, not 32: run the role in apply mode'},
+              {'subject': '/opt/aem/crx-quickstart/repository (dm-0)', 'kind': 'persistence',
+               'message': 'no udev rule persists the read-ahead of dm-0'}]
+    steps = steps_for(base_facts(misses=misses), read_ahead=SKIPPED, thp=SKIPPED)
+    settings = dict(SETTINGS, mode='audit')
+    assert role_result.must_reread(steps, settings) is False
+    r = role_result.result(steps, settings)
+    assert r['schema_version'] == 3 and r['compliant'] is False and r['changes'] == []
+    assert r['misses'] == [dict(m, unit=None, deferred=False) for m in misses]
+    assert r['misses_count'] == r['misses_failing_count'] == r['misses_before_count'] == 2
+    assert r['verified'] == '2026-12-05T10:00:00Z' and r['tuned_verify'] == 'passed'
+    assert r['reboot'] == {'requested': 'auto', 'required': False, 'done': False, 'boot_id_before': None,
+                           'before': None, 'boot_id_after': None, 'booted': None, 'after': None, 'elapsed_s': None}
+    assert r['readings']['after'] is not None and 'os' not in r['readings']['after']
+    assert r['report'] == '/srv/reports/aemvm/report.md'
+    ok, text = role_result.verdict(r, role_result.failing_misses(steps, settings))
+    assert not ok and text == '; '.join('%s: %s' % (m['subject'], m['message']) for m in misses)
+
+
+def test_an_apply_run_that_rebooted_lists_its_changes_in_order_with_the_reboot_and_aem():
+    steps = apply_with_reboot()
+    assert role_result.must_reread(steps, SETTINGS) is True
+    r = role_result.result(steps, SETTINGS)
+    assert [(c['kind'], c.get('action')) for c in r['changes']] == [
+        ('snapshot', 'written'), ('read_ahead', None), ('thp', None), ('aem', 'stopped'), ('reboot', None),
+        ('aem', 'started')]
+    thp = r['changes'][2]
+    assert thp['runtime'] == {'enabled': {'before': 'always', 'after': 'never'}}  # 'offered' left out
+    assert thp['cmdline'] == {'method': 'grubby', 'managed': True, 'running': 'always'}
+    assert r['changes'][1]['devices'] == ['dm-0'] and r['changes'][3]['unit'] == 'aem'
+    assert r['reboot'] == {'requested': 'auto', 'required': True, 'done': True, 'boot_id_before': 'f3a1c2d4',
+                           'before': '2026-12-05T10:01:02Z', 'boot_id_after': '7c0d9e8f',
+                           'booted': '2026-12-05T10:01:48Z', 'after': '2026-12-05T10:02:30Z', 'elapsed_s': 71}
+    assert r['aem'] == {'unit': 'aem', 'why': 'reboot', 'stopped': '2026-12-05T10:01:02Z',
+                        'started': '2026-12-05T10:02:31Z', 'answered': '2026-12-05T10:03:40Z', 'status': 200,
+                        'waited_s': 69.2, 'ok': True, 'url': 'http://127.0.0.1:4502/', 'message': 'AEM answered 200'}
+    assert r['compliant'] is True and r['compliant_before'] is False and r['misses_before_count'] == 1
+    assert r['verified'] == '2026-12-05T10:04:31Z'
+    assert r['readings']['before']['read_ahead_kb'] == {'dm-0': 4096}
+    assert r['readings']['after']['read_ahead_kb'] == {'dm-0': 32}
+    assert role_result.verdict(r, role_result.failing_misses(steps, SETTINGS)) == (True, 'compliant')
+
+
+def test_a_host_lost_at_the_reboot_keeps_its_record_and_reads_nothing_after():
+    steps = apply_with_reboot()
+    failed = {'failed': True, 'rebooted': True, 'msg': 'Timed out waiting for last boot time check (timeout=1200)'}
+    task = {'name': 'Reboot and wait for the host to come back, at most seconds 1200', 'action': 'ansible.builtin.reboot'}
+    lost = filters.lost_at_change(failed, task, steps, '2026-12-05T10:21:03Z')
+    assert lost == {'step': 'reboot', 'task': task['name'], 'at': '2026-12-05T10:21:03Z',
+                    'since': '2026-12-05T10:01:02Z', 'message': failed['msg']}
+    failure = filters.step_failure(failed, task['name'], 'change', '2026-12-05T10:21:03Z')
+    steps.update(lost=lost, error=failure['error'], errors=[failure['record']], facts_after=SKIPPED, clock_after=SKIPPED,
+                 aem_wait=SKIPPED, aem_record={}, reboot_done=failed)
+    assert role_result.must_reread(steps, SETTINGS) is False and role_result.facts_after(steps, SETTINGS) == {}
+    r = role_result.result(steps, SETTINGS)
+    assert r['lost'] == lost and r['compliant'] is False and r['verified'] is None
+    assert r['error'] == '%s: %s' % (task['name'], failed['msg'])
+    assert r['errors'] == [{'phase': 'change', 'task': task['name'], 'message': failed['msg'], 'at': '2026-12-05T10:21:03Z'}]
+    assert r['readings']['after'] is None and r['reboot']['done'] is False and r['aem'] is None
+    assert role_result.report_note(r) == ' (the report says what was changed: /srv/reports/aemvm/report.md)'
+
+
+def test_an_unreachable_host_after_the_change_is_lost_at_verify_and_keeps_the_first_error():
+    steps = apply_with_reboot()
+    steps['facts_after'] = {'unreachable': True, 'msg': 'Failed to connect to the host via ssh'}
+    gone = filters.lost_in_verify(steps, '2026-12-05T10:05:00Z')
+    assert gone['lost']['step'] == 'verify' and gone['lost']['since'] is None
+    assert gone['error'] == 'Read the host again after the change: Failed to connect to the host via ssh'
+    steps['error'] = 'an earlier step: failed'
+    assert filters.lost_in_verify(steps, 'now')['error'] == 'an earlier step: failed'
+    steps['lost'] = gone['lost']
+    assert filters.lost_in_verify(steps, 'now') == {}  # noted once
+
+
+def test_a_refusal_before_any_change_fails_early_with_the_modules_message():
+    refused = {'failed': True, 'msg': 'aem_tuning_read_ahead_kb: 3 is not a multiple of the page size (4 KiB)',
+               'ansible_facts': {'os_tuning': {'clock': {'iso': '2026-12-05T10:00:00Z', 'epoch': 1}}}}
+    start = filters.run_start(refused, True, 'present')
+    assert start['failed_early'] is True and start['error'] == refused['msg'] and start['targets'] == []
+    assert start['errors'] == [{'phase': 'check', 'task': 'Gather tuning facts, check the wanted values against the host',
+                                'message': refused['msg']}]
+    assert start['probing'] is False and start['started'] == '2026-12-05T10:00:00Z'
+    steps = steps_for(base_facts())
+    steps.update(facts_before=refused, before=start['before'], failed_early=True, error=start['error'],
+                 errors=start['errors'], targets=[], choice={})
+    r = role_result.result(steps, SETTINGS)
+    assert r['failed_before_change'] is True and r['compliant'] is False and r['read_ahead_kb'] is None
+    assert role_result.report_note(r) == ' (report: /srv/reports/aemvm/report.md)'
+
+
+def test_without_pidfd_getfd_aem_needs_a_restart_which_a_later_play_may_take():
+    readers = {'stale': [], 'needs_restart': [reader(4242, 'java', UNIT), reader(777, 'rsyslogd', 'rsyslog.service')],
+               'unscanned': [], 'kernel_refresh': False}
+    misses = [restart_miss(r) for r in readers['needs_restart']]
+    after = base_facts(misses=misses, readers=readers)
+    steps = steps_for(base_facts(), facts_after=registered(after), reread=True,
+                      read_ahead={'changed': True, 'devices': [{'name': 'dm-0'}],
+                                  'readers': {'refreshed': [], 'needs_restart': readers['needs_restart'],
+                                              'unreadable': [], 'kernel_refresh': False}})
+    assert filters.aem_needs_restart(steps['read_ahead'], 'aem') is True
+    assert filters.aem_needs_restart(steps['read_ahead'], 'aem-author') is False
+    r = role_result.result(steps, SETTINGS)
+    assert r['readers']['aem_needs_restart'] is True and r['readers']['kernel_refresh'] is False
+    assert [m['deferred'] for m in r['misses']] == [False, False] and r['misses_failing_count'] == 2
+    later = dict(SETTINGS, restart_later=True)
+    r = role_result.result(steps, later)
+    assert [m['deferred'] for m in r['misses']] == [True, False] and r['misses_failing_count'] == 1
+    ok, text = role_result.verdict(r, role_result.failing_misses(steps, later))
+    assert not ok and text.startswith('pid 777 (rsyslogd, rsyslog.service): ')
+    steps['facts_after'] = registered(base_facts(misses=misses[:1], readers=readers))
+    r = role_result.result(steps, later)
+    ok, text = role_result.verdict(r, role_result.failing_misses(steps, later))
+    assert ok and r['compliant'] is False and r['misses_failing_count'] == 0
+    assert text == "compliant but for AEM's restart, left to a later play (aem_tuning_restart_later): pid 4242 (java, aem.service)"
+    # A backout defers nothing.
+    assert role_result.failing_misses(steps, dict(later, state='absent')) == ['%s: %s' % (misses[0]['subject'], misses[0]['message'])]
+
+
+def test_the_result_keeps_the_first_5_misses_and_counts_them_all():
+    misses = [{'subject': 'dev%d' % i, 'kind': 'read_ahead', 'message': 'reads 4096 KiB'} for i in range(14)]
+    r = role_result.result(steps_for(base_facts(misses=misses)), SETTINGS)
+    assert len(r['misses']) == 5 and r['misses_count'] == r['misses_failing_count'] == 14
+
+
+def test_check_mode_writes_no_report_and_the_audit_reads_no_refresh():
+    steps = apply_with_reboot()
+    r = role_result.result(steps, dict(SETTINGS, check_mode=True, mode='audit'))
+    assert r['report'] == '' and r['check_mode'] is True and r['readers']['refreshed'] == []
+
+
+def test_values_templated_as_text_by_an_older_ansible_core_still_decide():
+    # Before ansible-core 2.19 a boolean templated inside a mapping may arrive as text.
+    steps = apply_with_reboot()
+    steps.update(reread='True', do_reboot='True', aem_restarted='False', failed_early='False')
+    r = role_result.result(steps, dict(SETTINGS, check_mode='False', reports='True', restart_later='False'))
+    assert r['verified'] == '2026-12-05T10:04:31Z' and r['check_mode'] is False and r['aem']['why'] == 'reboot'
+    assert r['report'] and r['readers']['aem_restarted'] is False and r['failed_before_change'] is False
+
+
+def test_the_intent_after_the_change_carries_the_applied_value_and_the_persisted_thp():
+    steps = apply_with_reboot()
+    steps['choice'] = {'kb': 64, 'auto': True}
+    assert filters.intent_after(steps, {'read_ahead_kb': 'auto', 'thp': 'never'}) == {
+        'read_ahead_kb': 64, 'thp': 'never', 'thp_persist_effective': ['tuned', 'cmdline']}
+    steps['choice'] = {'kb': None}
+    assert filters.intent_after(steps, {'read_ahead_kb': None})['read_ahead_kb'] is None
+
+
+def test_the_reboot_decision():
+    assert filters.reboot_decision('auto', {'reboot_required': True}) is True
+    assert filters.reboot_decision('auto', {'reboot_required': False}) is False
+    assert filters.reboot_decision(True, {}) is True and filters.reboot_decision('false', {'reboot_required': True}) is False
+
+
+def test_a_failed_step_keeps_the_first_error_and_records_its_own():
+    out = filters.step_failure({'stderr': 'boom'}, None, 'verify', 'T', 'earlier: failed')
+    assert out['error'] == 'earlier: failed' and out['record'] == {'phase': 'verify', 'task': 'a task', 'message': 'boom', 'at': 'T'}
+    assert filters.step_failure({}, 'Write', 'metrics')['error'] == 'Write: failed'
+
+
+def test_aem_record_after_the_opt_in_restart_takes_the_restart_clock_and_a_silent_script_says_so():
+    steps = apply_with_reboot()
+    steps.update(do_reboot=False, clock_restart=CLOCK_AFTER, aem_wait={'rc': 1, 'stdout': '', 'stderr': 'Traceback'})
+    rec = filters.aem_record(steps, SETTINGS)
+    assert rec['why'].startswith('maps files at the earlier read-ahead') and rec['stopped'] == '2026-12-05T10:02:30Z'
+    assert rec['ok'] is False and rec['message'] == 'Traceback'
+
+
+def test_verified_gives_the_facts_the_result_and_the_verdict_in_one_call():
+    steps = apply_with_reboot()
+    out = filters.FilterModule().filters()['verified'](copy.deepcopy(steps), SETTINGS)
+    assert sorted(out) == ['facts', 'ok', 'report_note', 'result', 'text']
+    assert out['facts'] == role_result.facts_after(steps, SETTINGS) and out['result']['compliant'] is True
+
+
+def test_a_reread_decision_templated_as_false_text_keeps_the_facts_from_before():
+    steps = apply_with_reboot()
+    steps['reread'] = 'False'
+    assert role_result.facts_after(steps, SETTINGS) == steps['before']
