@@ -243,6 +243,17 @@ def _misses(facts):
     return list(_get(facts, 'compliance', 'misses') or [])
 
 
+def aem_left_stale(now, unit, settings):
+    """Whether AEM still reads at an earlier read-ahead after the run, so that only a restart helps: named in the
+    facts' ``needs_restart``, or, after an apply run (not in check mode), still ``stale``: read_ahead tried its
+    refresh and could not (Yama or an LSM refused it, ``refresh_readers: false``), and the facts, which do not know
+    why, would advise an apply run again. migrate-aem.yml's restart batches are gated on it."""
+    left = list(now.get('needs_restart') or [])
+    if settings.get('mode') == 'apply' and not truth(settings.get('check_mode')):
+        left += now.get('stale') or []
+    return bool(aem_processes(left, unit))
+
+
 def readers_summary(steps, after, settings):
     """The processes that held files on the targets: what read_ahead refreshed (in check mode, would refresh), and
     from the facts after what still reads at an earlier read-ahead; and AEM among them, by its unit."""
@@ -263,7 +274,7 @@ def readers_summary(steps, after, settings):
         'kernel_refresh': kernel_refresh if kernel_refresh is not None else ra.get('kernel_refresh'),
         'aem_unit': unit,
         'aem_refreshed': bool(aem_processes(ra.get('refreshed'), unit)),
-        'aem_needs_restart': bool(aem_processes(now.get('needs_restart'), unit)),
+        'aem_needs_restart': aem_left_stale(now, unit, settings),
         'aem_restarted': truth(steps.get('aem_restarted')),
     }
 

@@ -288,3 +288,20 @@ def test_a_reread_decision_templated_as_false_text_keeps_the_facts_from_before()
     steps = apply_with_reboot()
     steps['reread'] = 'False'
     assert role_result.facts_after(steps, SETTINGS) == steps['before']
+
+
+def test_aem_still_stale_after_an_apply_run_needs_a_restart_whatever_stopped_the_refresh():
+    # Yama (EPERM), an LSM (EACCES) or refresh_readers: false: read_ahead could not refresh AEM, and the facts after
+    # it still call it stale (an apply run would refresh it). migrate-aem.yml's restart batches read aem_needs_restart.
+    java = dict(reader(4242, 'java', UNIT, why='eperm'), reason='holds 2 file(s) opened at an earlier read-ahead')
+    readers = {'stale': [java], 'needs_restart': [], 'unscanned': [], 'kernel_refresh': True}
+    after = base_facts(readers=readers)
+    steps = steps_for(base_facts(), facts_after=registered(after), reread=True,
+                      read_ahead={'changed': True, 'devices': [{'name': 'dm-0'}],
+                                  'readers': {'refreshed': [], 'needs_restart': [java], 'kernel_refresh': True}})
+    assert role_result.result(steps, SETTINGS)['readers']['aem_needs_restart'] is True
+    # An audit only reports it: an apply run may still refresh it in place.
+    assert role_result.result(steps, dict(SETTINGS, mode='audit'))['readers']['aem_needs_restart'] is False
+    assert role_result.result(steps, dict(SETTINGS, check_mode=True))['readers']['aem_needs_restart'] is False
+    # Another unit's reader is not AEM.
+    assert role_result.result(steps, dict(SETTINGS, aem_service='httpd'))['readers']['aem_needs_restart'] is False
