@@ -93,6 +93,10 @@ CAPS = (('ebs_volume_performance_exceeded_tp', 'volume', 'throughput'),
         ('ec2_instance_performance_exceeded_iops', 'instance', 'EBS IOPS'))
 # Seconds per minute at a cap below which a window is not "bound" (rounding of a few microseconds).
 CAP_NOTICE_S = 0.1
+# A cap counter may run ahead of the window by the time between reading the page and reading the clock, never by
+# more: past this (a fraction of the window, and seconds), the page is refused as damaged, not capped at the window.
+CAP_SLACK = 0.05
+CAP_SLACK_S = 1.0
 # The line of a device without statistics starts so.
 NO_STATS = 'no EBS statistics: '
 
@@ -194,6 +198,9 @@ def parse_page(page):
         bins = []
         for i in range(count):
             lower, upper, n, _reserved = BIN.unpack_from(page, offset + NUM_BINS.size + i * BIN.size)
+            if lower > upper:
+                raise NoStats('the %s has a bin whose lower bound %d is above its upper bound %d (the page is damaged)'
+                              % (key.replace('_', ' '), lower, upper))
             bins.append([lower, upper, n])
         result[key] = bins
     return result
@@ -317,6 +324,9 @@ def rates(before, after, seconds):
     at_cap = []
     for key, who, cap in CAPS:
         cap_s = delta[key] / 1e6
+        if cap_s > seconds * (1 + CAP_SLACK) + CAP_SLACK_S:
+            raise NoStats('the %s %s cap counter grew by %s s in a window of %s s, faster than the clock: the page is '
+                          'damaged' % (who, cap, _seconds_text(cap_s), _seconds_text(seconds)))
         field = '%s_%s_s_per_min' % (who, 'tp' if 'throughput' in cap else 'iops')
         out[field] = round(min(cap_s, seconds) * per_min, 1)
         at_cap.append((min(cap_s, seconds), who, cap))

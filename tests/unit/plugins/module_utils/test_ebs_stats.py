@@ -234,3 +234,24 @@ def test_the_p99_is_the_upper_bound_of_the_bin_that_reaches_99_percent():
     assert ebs_stats.percentile_upper([(0, 100, 99), (100, 200, 1)], 99) == 100
     assert ebs_stats.percentile_upper([(0, 100, 98), (100, 200, 2)], 99) == 200
     assert ebs_stats.percentile_upper([(0, 100, 0)], 99) is None
+
+
+def test_a_cap_counter_that_grows_faster_than_the_clock_refuses_the_window():
+    # The right magic and garbage counters: 10 minutes at a cap in a window of 60 s. Refused, not "at its cap for 60
+    # of 60 seconds".
+    before, after = window_pages()
+    after = dict(after, ebs_volume_performance_exceeded_tp=before['ebs_volume_performance_exceeded_tp'] + 600 * 10 ** 6)
+    with pytest.raises(ebs_stats.NoStats) as e:
+        ebs_stats.rates(before, after, 60)
+    assert str(e.value) == ('the volume throughput cap counter grew by 600 s in a window of 60 s, faster than the '
+                            'clock: the page is damaged')
+    # A counter a little ahead of the window (the page read after the clock) is the window.
+    after = dict(after, ebs_volume_performance_exceeded_tp=before['ebs_volume_performance_exceeded_tp'] + 60500000)
+    assert ebs_stats.rates(before, after, 60)['volume_tp_s_per_min'] == 60.0
+
+
+def test_a_bin_whose_lower_bound_is_above_its_upper_is_a_damaged_page():
+    with pytest.raises(ebs_stats.NoStats) as e:
+        ebs_stats.parse_page(ebs_page(GOLDEN, [(0, 128, 1), (512, 256, 2)]))
+    assert str(e.value) == ('the read io latency histogram has a bin whose lower bound 512 is above its upper bound '
+                            '256 (the page is damaged)')
