@@ -36,6 +36,8 @@ SCHEMA = 3
 MISSES_KEPT = 5
 # The result caps each list of processes: a scan past its deadline or a host with hidepid can name hundreds.
 READERS_KEPT = 5
+# What the result keeps of each running reader (the facts have its files and descriptors).
+READER_KEYS = ('pid', 'comm', 'unit', 'start', 'count', 'why', 'reason', 'basis', 'measured')
 # What the result keeps of each io_probe measurement (the rest is in the task's own result).
 PROBE_KEYS = ('read_ahead_kb', 'reads', 'read_amplification', 'noisy', 'latency')
 
@@ -243,6 +245,12 @@ def _misses(facts):
     return list(_get(facts, 'compliance', 'misses') or [])
 
 
+def reader_brief(process):
+    """A running reader as the result keeps it: who it is, how many of its files, why and how it was judged; its
+    file names and descriptor counts are in the facts (the report's after.json)."""
+    return dict((k, v) for k, v in (process or {}).items() if k in READER_KEYS)
+
+
 def aem_left_stale(now, unit, settings):
     """Whether AEM still reads at an earlier read-ahead after the run, so that only a restart helps: named in the
     facts' ``needs_restart``, or, after an apply run (not in check mode), still ``stale``: read_ahead tried its
@@ -263,10 +271,11 @@ def readers_summary(steps, after, settings):
     unreadable = ra.get('unreadable') or []
     unscanned = now.get('unscanned') or []
     kernel_refresh = now.get('kernel_refresh')
+    refreshed, stale, restart = ra.get('refreshed') or [], now.get('stale') or [], now.get('needs_restart') or []
     return {
-        'refreshed': ra.get('refreshed') or [],
-        'stale': now.get('stale') or [],
-        'needs_restart': now.get('needs_restart') or [],
+        'refreshed': [reader_brief(x) for x in refreshed[:READERS_KEPT]], 'refreshed_count': len(refreshed),
+        'stale': [reader_brief(x) for x in stale[:READERS_KEPT]], 'stale_count': len(stale),
+        'needs_restart': [reader_brief(x) for x in restart[:READERS_KEPT]], 'needs_restart_count': len(restart),
         'unreadable': unreadable[:READERS_KEPT],
         'unreadable_count': len(unreadable),
         'unscanned': unscanned[:READERS_KEPT],
