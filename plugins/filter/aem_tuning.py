@@ -29,10 +29,6 @@ def aem_record(steps, settings):
     return role_result.aem_record(steps, settings)
 
 
-def aem_processes(processes, unit):
-    return role_result.aem_processes(processes, unit)
-
-
 def aem_needs_restart(read_ahead, unit):
     return role_result.aem_needs_restart(read_ahead, unit)
 
@@ -74,7 +70,6 @@ class FilterModule(object):
             'step_failure': step_failure,
             'lost_at_change': lost_at_change,
             'aem_record': aem_record,
-            'aem_processes': aem_processes,
             'aem_needs_restart': aem_needs_restart,
             'reboot_decision': reboot_decision,
             'must_reread': must_reread,
