@@ -52,15 +52,19 @@ def _get(data, *keys):
 
 
 def _json(stdout):
-    """A script's JSON stdout (boot_clock.py, wait_aem.py, scan_aem_log.py), or {} when it printed none."""
-    text = (stdout or '').strip()
-    if not text.startswith('{'):
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    """A script's JSON stdout (boot_clock.py, wait_aem.py, scan_aem_log.py), or {} when it printed none. The script
+    prints one JSON line last; over ssh with a pseudo-terminal anything the interpreter wrote to stderr comes in
+    stdout before it (and with carriage returns), so the last line that is a JSON object is the script's."""
+    for line in reversed((stdout or '').splitlines()):
+        text = line.strip()
+        if not text.startswith('{'):
+            continue
+        try:
+            value = json.loads(text)
+        except ValueError:
+            continue
+        return value if isinstance(value, dict) else {}
+    return {}
 
 
 def truth(value):

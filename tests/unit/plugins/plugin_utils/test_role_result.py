@@ -305,3 +305,11 @@ def test_aem_still_stale_after_an_apply_run_needs_a_restart_whatever_stopped_the
     assert role_result.result(steps, dict(SETTINGS, check_mode=True))['readers']['aem_needs_restart'] is False
     # Another unit's reader is not AEM.
     assert role_result.result(steps, dict(SETTINGS, aem_service='httpd'))['readers']['aem_needs_restart'] is False
+
+
+def test_a_scripts_json_is_its_last_json_line_whatever_came_before_it_on_the_terminal():
+    steps = apply_with_reboot()
+    steps['aem_wait'] = {'rc': 0, 'stdout': '/usr/lib64/python3.6/site-packages/x.py:1: Warning: y\r\n' + WAIT['stdout'].replace('\n', '\r\n'),
+                         'stderr': 'Shared connection to 127.0.0.1 closed.\r\n'}
+    rec = filters.aem_record(steps, SETTINGS)
+    assert rec['ok'] is True and rec['started'] == '2026-12-05T10:02:31Z' and rec['message'] == 'AEM answered 200'
