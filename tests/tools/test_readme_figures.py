@@ -3,7 +3,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """One source per figure (issue 42). A measured figure lives in one file (SOURCES), with the date and the commit it
-was measured on; README.md and docs/effect.md quote it from there, and the paragraph that quotes it links that file.
+was measured on; README.md, docs/effect.md and docs/aap.md quote it from there, and the paragraph that quotes it links that file.
 
 A figure is a number with a unit of measure (``428.72x``, ``16.9 s``, ``113.6 MiB/s``, ``5%``, ``11.95 ms``), and in a
 paragraph that links a source, also any decimal number (``294.4``, a table cell). Code (fenced blocks and backtick
@@ -21,7 +21,7 @@ import re
 
 TOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir)
 SOURCES = ('bench/RESULTS.md', 'bench/READERS.md', 'docs/testing.md')
-QUOTING = ('README.md', 'docs/effect.md')
+QUOTING = ('README.md', 'docs/effect.md', 'docs/aap.md')
 
 UNITS = r'(?:x\b|%|\s?ms\b|\s?s\b|\s?min\b|\s?minutes\b|\s?MiB/s\b|\s?reads/s\b)'
 WITH_UNIT = re.compile(r'(?<![\w.+-])(\d[\d,]*(?:\.\d+)?)(' + UNITS + ')')
