@@ -62,13 +62,10 @@ def figures(block, sourced):
 
 
 def in_source(number, written, source_text):
-    if written != number:
-        unit = re.escape(written[len(number):].strip())
-        pattern = r'(?<![\w.])' + re.escape(number) + r'\s?' + unit + r'(?![\w])' if unit != '%' else \
-            r'(?<![\w.])' + re.escape(number) + r'\s?%'
-    else:
-        pattern = r'(?<![\w.])' + re.escape(number) + r'(?![\w]|\.\d)'
-    return re.search(pattern, source_text) is not None
+    """Whether source_text has the figure as written: the number, then its unit (a space between them or not)."""
+    unit = written[len(number):].strip()
+    after = r'\s?' + re.escape(unit) + r'(?!\w)' if unit else r'(?![\w]|\.\d)'
+    return re.search(r'(?<![\w.])' + re.escape(number) + after, source_text) is not None
 
 
 def resolve(quoting_path, link):
@@ -83,8 +80,8 @@ def problems(quoting_path, text, read):
         sources = [path for path in sources if path in SOURCES]
         for number, written in figures(block, bool(sources)):
             if not sources:
-                found.append('%s: %r has no source (link one of %s in its paragraph)' % (quoting_path, written,
-                                                                                          ', '.join(SOURCES)))
+                found.append('%s: %r has no source (link one of %s in its paragraph)'
+                             % (quoting_path, written, ', '.join(SOURCES)))
             elif not any(in_source(number, written, prose(read(path))) for path in sources):
                 found.append('%s: %r is not in %s' % (quoting_path, written, ' or '.join(sources)))
     return found
