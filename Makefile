@@ -3,6 +3,7 @@
 #   make help       list the targets
 #   make test       everything CI runs (.ci/run), on two workers side by side (scripts/test-lanes.py)
 #   make check      the fast loop while working: lint, unit on 2.16, compat, integration (no VM)
+#   make docs       the docs site (tests/output/docs/html): the plugins' reference and docs/
 #   make deps       the Debian packages they need (requirements/system-packages.txt; run, check and test run it first)
 #
 # Environments (all rebuilt automatically when their requirements/*.txt lock changes;
@@ -145,6 +146,13 @@ lint-changelog: venv ## antsibull-changelog lint (changelogs/fragments)
 
 lint-docs: venv ## antsibull-docs: validate plugin DOCUMENTATION/EXAMPLES/RETURN
 	antsibull-docs lint-collection-docs --plugin-docs .
+
+# ---------------------------------------------------------------------------------------
+# Docs site
+
+.PHONY: docs
+docs: venv ## The docs site in tests/output/docs/html: the plugins' reference (antsibull-docs) and docs/, warnings as errors
+	scripts/build-docs
 
 # ---------------------------------------------------------------------------------------
 # Sanity (ansible-test, no containers; see scripts/sanity)
@@ -290,7 +298,7 @@ ee: venv ## Validate the execution environment definition (ansible-builder creat
 # image builds and the long upgrade scenario first, so that they overlap the CPU-bound checks
 # on CI's 2 cores; a phase that boots a VM starts after vm-images. docs/testing.md has the
 # measured split. TEST_WORKERS=1 runs them one after another.
-TEST_PHASES := vm-images molecule-upgrade lint sanity unit compat build-test ee integration runner \
+TEST_PHASES := vm-images molecule-upgrade lint docs sanity unit compat build-test ee integration runner \
   molecule-default molecule-controllers molecule-auto run molecule-cmdline molecule-syntax
 
 .PHONY: test check print-test-phases

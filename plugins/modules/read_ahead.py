@@ -275,7 +275,21 @@ tuned_profile:
   returned: always
   type: dict
   sample: {path: /etc/tuned/aemops-os-tuning/tuned.conf, parents: [virtual-guest], conflicts: [],
-           actions: [wrote ..., activated virtual-guest aemops-os-tuning]}
+           actions: [wrote ..., activated virtual-guest aemops-os-tuning], not_activated: null}
+  contains:
+    not_activated:
+      description:
+        - >-
+          Why the child profile was written but not activated, or null when it was activated (or needed no
+          activation). Live state wins over the parents the child records. When tuned runs no profile (C(tuned-adm
+          off) leaves C(/etc/tuned/active_profile) empty), or tuned is stopped and disabled, nothing is activated
+          or started; the read-ahead still persists through udev and LVM, and the run warns
+          C(tuned runs no profile: the child profile is written but not activated).
+        - A tuned that is only stopped (still enabled) applies its active profiles at its next start, so the child
+          is activated for it and this is null.
+      returned: when tuned is in use
+      type: str
+      sample: "tuned runs no profile (tuned-adm off: /etc/tuned/active_profile is empty)"
 rules_file:
   description: Path of the owned udev rules file.
   returned: always
