@@ -31,7 +31,7 @@ from ansible_collections.aemops.os_tuning.plugins.module_utils import aem
 
 SCHEMA = 3
 # How many misses the result lists (misses_count has them all; the report lists every one): a non-compliant host of
-# four devices has 14, each about 230 bytes as data (kind, subject, message, unit, deferred), and the result stays
+# four devices has 14, each about 200 bytes as data (kind, subject, message; unit and deferred where set), and the result stays
 # within 4 KB with 4 on the VM in check mode (molecule default, its probe and EBS rows included;
 # tests/unit/plugins/modules/test_result_size.py).
 MISSES_KEPT = 4
@@ -242,8 +242,13 @@ def miss_record(m, unit, restart_later):
     (``aem_tuning_restart_later``: migrate-aem.yml's restart batches)."""
     m = m or {}
     deferred = bool(truth(restart_later) and m.get('kind') == 'reader_restart' and aem.is_aem(m, unit))
-    return {'kind': m.get('kind'), 'subject': m.get('subject'), 'message': m.get('message'),
-            'unit': m.get('unit'), 'deferred': deferred}
+    out = {'kind': m.get('kind'), 'subject': m.get('subject'), 'message': m.get('message')}
+    # Only where they say something (a fleet's result is sized to the byte): a running reader's unit, a deferral.
+    if m.get('unit'):
+        out['unit'] = m['unit']
+    if deferred:
+        out['deferred'] = True
+    return out
 
 
 def _misses(facts):
@@ -418,7 +423,7 @@ def result(steps, settings):
         'compliant_before': not misses_before and 'compliance' in (steps.get('before') or {}),
         'misses_before_count': len(misses_before),
         'misses': misses[:MISSES_KEPT], 'misses_count': len(misses),
-        'misses_failing_count': len([m for m in misses if not m['deferred']]),
+        'misses_failing_count': len([m for m in misses if not m.get('deferred')]),
         'changes': changes(steps, settings),
         'failed_before_change': truth(steps.get('failed_early')),
         'error': error, 'errors': steps.get('errors') or [],
@@ -446,7 +451,7 @@ def failing_misses(steps, settings):
     unit = settings.get('aem_service') or ''
     records = [miss_record(m, unit, settings.get('restart_later')) for m in _misses(facts_after(steps, settings))]
     keep_deferred = settings.get('state') == 'absent'
-    return ['%s: %s' % (m['subject'], m['message']) for m in records if keep_deferred or not m['deferred']]
+    return ['%s: %s' % (m['subject'], m['message']) for m in records if keep_deferred or not m.get('deferred')]
 
 
 def report_note(result_data):
