@@ -57,7 +57,7 @@ MAX_DIGITS = 20
 # The rule (docs/design.md, "Measuring a running reader"; figures measured on a real kernel).
 MIN_FAULTS = 20           # fewer major faults in the window: 'idle', no measurement
 READ_AMPLIFICATION = 4    # read() fetches at most 4x what it returns (a stream's first reads, measured)
-RCHAR_SHARE = 0.125       # read() may return at most this share of read_bytes (so cause at most half of it)
+RCHAR_SHARE = 1.0 / READ_AMPLIFICATION  # above it, read() alone may account for all of read_bytes
 PAGE_FLOOR_KIB = 64       # a fault reads one page at least (64 KiB pages on ppc64le and aarch64)
 FINE_FACTOR = 2           # at most 2x the device's window: measured at the window
 STALE_FACTOR = 4          # above 4x the device's window: measured stale
@@ -288,7 +288,8 @@ def conclusive(measurement):
     Enough major faults (MIN_FAULTS), and what the read-like system calls returned (``rchar``) small
     beside what was read from storage: ``read_bytes`` also counts ``read()`` misses, with their own
     read-ahead (up to READ_AMPLIFICATION times what they return), and other devices. At most
-    RCHAR_SHARE of ``read_bytes``: the system calls can then account for half of it at most.
+    RCHAR_SHARE of ``read_bytes``: above it the system calls alone may account for all of it. How much
+    is left for the faults is :func:`fault_kib`, which :func:`verdict` uses for 'stale'.
     """
     m = measurement or {}
     try:

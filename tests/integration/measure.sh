@@ -20,6 +20,9 @@
 #   threads     mapped at 4096 by a process whose 4 threads fault while its main thread waits:
 #               the process's faults are its threads' (and so stale, measured), and the sum over
 #               /proc/PID/task/*/stat matches
+#   mixed       a mapping that also streams another file with read() (opened at 4096): mapped at 32
+#               (256 KiB reads), its ratio is over the stale threshold through read() alone:
+#               inconclusive, not stale; mapped at 4096 (64 KiB reads): stale, measured
 #   together    stale, fresh and idle measured in ONE window at once: the same three outcomes
 #   gone        a pid that exits during the window, and one whose start time is not the scanned one
 #
@@ -206,16 +209,16 @@ fi
 stop_standin idle
 
 # --- mixed: a mapping plus a read() stream of another file, opened at 4096 ------------------------
-mixed_case() { # name kb_of_the_mapping: the stream is opened at 4096, the device then back at 32
+mixed_case() { # name kb_of_the_mapping chunk: the stream is opened at 4096, the device then back at 32
 	echo "$2" >"$ra_file" || return 1
-	start_standin "$1" mixed big.bin "$work/mnt/small.bin" || return 1
+	start_standin "$1" mixed big.bin "$work/mnt/small.bin" "$3" || return 1
 	echo 4096 >"$ra_file" && touch "$work/$1.ready.go" && sleep 0.5
 	echo 32 >"$ra_file" || return 1
 	drop_caches
 	measure "$work/$1.json" 32 "${pid_of[$1]}"
 	show "$1" "$work/$1.json" "${pid_of[$1]}"
 }
-mixed_case mixed_fresh 32
+mixed_case mixed_fresh 32 262144
 p=${pid_of[mixed_fresh]}
 if check "$work/mixed_fresh.json" "r['$p']['measured']['kib_per_fault'] > r['thresholds'][1] and not r['$p']['conclusive'] and not r['$p']['stale']"; then
 	ok "mixed, mapping at 32: $(field "$work/mixed_fresh.json" "r['$p']['measured']"): over the stale threshold $(field "$work/mixed_fresh.json" "r['thresholds'][1]") KiB only through read(): inconclusive, not stale"
@@ -223,7 +226,7 @@ else
 	bad "mixed, mapping at 32: $(cat "$work/mixed_fresh.json" "$work/mixed_fresh.json.err")"
 fi
 stop_standin mixed_fresh
-mixed_case mixed_stale 4096
+mixed_case mixed_stale 4096 65536
 p=${pid_of[mixed_stale]}
 if check "$work/mixed_stale.json" "r['$p']['conclusive'] and r['$p']['stale'] and r['$p']['basis'] == 'measured'"; then
 	ok "mixed, mapping at 4096: $(field "$work/mixed_stale.json" "r['$p']['measured']"): stale, measured, through the read() stream"

@@ -4,7 +4,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Readers of one kind each, for tests/integration/measure.sh: measured from outside, never by themselves.
 
-Usage: measure_standin.py KIND FILE READY [THREADS | OTHER]
+Usage: measure_standin.py KIND FILE READY [THREADS | OTHER [CHUNK]]
 
 - ``mmap``: open, mmap (PROT_READ, MAP_SHARED, as a JVM's FileChannel.map), keep the descriptor,
   then fault random 8 KiB records (two pages each) without end, one every 20 ms (Oak's
@@ -14,7 +14,7 @@ Usage: measure_standin.py KIND FILE READY [THREADS | OTHER]
 - ``idle``: the same mapping, never touched (an AEM with nothing to do);
 - ``pread``: open, no mapping, random 8 KiB ``pread()`` calls, one every 5 ms (a descriptor-only
   random reader);
-- ``mixed``: the ``mmap`` reader, whose main thread also streams OTHER with ``read()`` as ``read``
+- ``mixed``: the ``mmap`` reader, whose main thread also streams OTHER with ``read()`` calls of CHUNK bytes (default 65536) as ``read``
   does, opened once READY.go exists (so at another read-ahead value than the mapping);
 - ``read``: open, no mapping, sequential 64 KiB ``read()`` calls, one every 5 ms, from the start
   again at the end (a log shipper, a backup agent, the FileDataStore's binaries).
@@ -68,9 +68,9 @@ def pread_forever(fd, size):
         time.sleep(0.005)
 
 
-def read_forever(fd):
+def read_forever(fd, chunk=65536):
     while True:
-        if not os.read(fd, 65536):
+        if not os.read(fd, chunk):
             os.lseek(fd, 0, os.SEEK_SET)
         time.sleep(0.005)
 
@@ -96,7 +96,7 @@ def main(argv):
         t = threading.Thread(target=fault_forever, args=(addr, size, 7))
         t.daemon = True
         t.start()
-        read_forever(other)
+        read_forever(other, int(argv[5]) if len(argv) > 5 else 65536)
     elif kind == 'pread':
         pread_forever(fd, size)
     elif kind == 'read':
