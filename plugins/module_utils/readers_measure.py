@@ -291,17 +291,28 @@ def conclusive(measurement):
     RCHAR_SHARE of ``read_bytes``: above it the system calls alone may account for all of it. How much
     is left for the faults is :func:`fault_kib`, which :func:`verdict` uses for 'stale'.
     """
-    m = measurement or {}
-    try:
-        return m['faults'] >= MIN_FAULTS and m['rchar_kib'] <= RCHAR_SHARE * m['read_kib']
-    except (KeyError, TypeError):
+    if not _figures(measurement):
         return False
+    m = measurement
+    return m['faults'] >= MIN_FAULTS and m['rchar_kib'] <= RCHAR_SHARE * m['read_kib']
+
+
+def _figures(measurement):
+    """Whether ``measurement`` is a mapping whose figures are all numbers (not bools), ``faults`` above 0."""
+    try:
+        values = [measurement[k] for k in ('kib_per_fault', 'faults', 'read_kib', 'rchar_kib')]
+    except (KeyError, TypeError, IndexError):
+        return False
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+    return numeric and measurement['faults'] > 0
 
 
 def fault_kib(measurement):
     """KiB read per major fault once the most the ``read()`` calls could have caused is taken off:
     ``(read_kib - READ_AMPLIFICATION * rchar_kib) / faults``, 0 at least (the evidence for 'stale')."""
     m = measurement
+    if not _figures(m):
+        return 0.0
     return max(m['read_kib'] - READ_AMPLIFICATION * m['rchar_kib'], 0) / float(m['faults'])
 
 
@@ -326,11 +337,11 @@ def verdict(inferred_stale, measurement, reason, device_kb):
       inference decides, 'inferred'.
     """
     fine_kib, stale_kib = thresholds(device_kb)
-    m = measurement if not reason else None
+    m = measurement if not reason and _figures(measurement) else None
     if m and conclusive(m) and fault_kib(m) > stale_kib:
         return True, 'measured'
     if inferred_stale:
         return True, 'inferred'
-    if m and m.get('faults', 0) >= MIN_FAULTS and m.get('kib_per_fault', fine_kib + 1) <= fine_kib:
+    if m and m['faults'] >= MIN_FAULTS and m['kib_per_fault'] <= fine_kib:
         return False, 'measured'
     return False, 'inferred'

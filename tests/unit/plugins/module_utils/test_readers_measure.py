@@ -261,6 +261,8 @@ def m(kib_per_fault, faults=100, rchar_kib=0):
     (m(4131.3, faults=91, rchar_kib=27968), True),                # the same beside a mapping at 4096
     (m(100, rchar_kib=int(100 * 100 * rm.RCHAR_SHARE) + 1), False),
     (None, False), ({}, False), ({'faults': 'x', 'rchar_kib': 0, 'read_kib': 0}, False),
+    (dict(m(3888.3), faults='100'), False), (dict(m(3888.3), faults=True), False), (m(0, faults=0), False),
+    ('measured', False), ([1, 2], False),
 ])
 def test_conclusive(measurement, expected):
     assert rm.conclusive(measurement) is expected
@@ -304,6 +306,8 @@ def test_thresholds():
     (False, None, 'off', 32, (False, 'inferred')),
     (True, None, 'off', 32, (True, 'inferred')),
     (False, m(3888.3), 'gone', 32, (False, 'inferred')),         # a reason wins over stray figures
+    (False, dict(m(31.9), kib_per_fault='31.9'), None, 32, (False, 'inferred')),   # figures that are no numbers
+    (True, {'faults': 100}, None, 32, (True, 'inferred')),
 ])
 def test_verdict(inferred, measurement, reason, kb, expected):
     assert rm.verdict(inferred, measurement, reason, kb) == expected
@@ -313,3 +317,4 @@ def test_fault_kib_takes_off_what_read_could_have_fetched():
     assert rm.fault_kib(m(4131.3, faults=91, rchar_kib=27968)) == pytest.approx(
         (int(4131.3 * 91) - rm.READ_AMPLIFICATION * 27968) / 91.0)
     assert rm.fault_kib(m(10, rchar_kib=10 ** 6)) == 0
+    assert rm.fault_kib(m(0, faults=0)) == 0 and rm.fault_kib(None) == 0
