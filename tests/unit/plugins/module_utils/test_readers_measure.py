@@ -179,8 +179,8 @@ def test_a_process_gone_before_the_first_sample(tmpdir):
 
 def test_off_sleeps_nothing(tmpdir):
     window = Window()
-    assert rm.measure(str(tmpdir), [1, 2], seconds=0, sleep=window) == {1: {'unmeasured': 'off'},
-                                                                         2: {'unmeasured': 'off'}}
+    off = {'unmeasured': 'off'}
+    assert rm.measure(str(tmpdir), [1, 2], seconds=0, sleep=window) == {1: off, 2: off}
     assert window.calls == []
 
 
