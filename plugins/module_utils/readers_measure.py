@@ -35,7 +35,8 @@ Plain functions over a root path (``/`` on a host, a fake tree in the unit tests
   read back as hostile (size cap, regular file, each field present once, decimal, below 2**64);
 - :func:`measure`: sample every given process, sleep ONE window for all of them, sample again,
   pair the samples by (pid, start time), and give each pid its measurement or why there is none;
-- :func:`conclusive`, :func:`thresholds`, :func:`verdict`: the decision table.
+- :func:`conclusive`, :func:`fault_kib`, :func:`thresholds`, :func:`verdict` (:func:`judge` on one entry of
+  :func:`measure`'s result): the decision table.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -345,3 +346,10 @@ def verdict(inferred_stale, measurement, reason, device_kb):
     if m and m['faults'] >= MIN_FAULTS and m['kib_per_fault'] <= fine_kib:
         return False, 'measured'
     return False, 'inferred'
+
+
+def judge(outcome, inferred_stale, device_kb):
+    """:func:`verdict` on one process's entry of :func:`measure`'s result (None, when it was not measured,
+    counts as ``off``)."""
+    outcome = outcome if isinstance(outcome, dict) else unmeasured('off')
+    return verdict(inferred_stale, outcome.get('measured'), outcome.get('unmeasured'), device_kb)

@@ -318,3 +318,15 @@ def test_fault_kib_takes_off_what_read_could_have_fetched():
         (int(4131.3 * 91) - rm.READ_AMPLIFICATION * 27968) / 91.0)
     assert rm.fault_kib(m(10, rchar_kib=10 ** 6)) == 0
     assert rm.fault_kib(m(0, faults=0)) == 0 and rm.fault_kib(None) == 0
+
+
+@pytest.mark.parametrize('outcome, inferred, expected', [
+    ({'measured': m(3888.3)}, False, (True, 'measured')),
+    ({'measured': m(31.9)}, True, (True, 'inferred')),
+    ({'measured': m(31.9)}, False, (False, 'measured')),
+    (dict(rm.unmeasured('idle', 'few'), faults=3, read_kib=12000, rchar_kib=0, seconds=3.0), False, (False, 'inferred')),
+    (None, True, (True, 'inferred')),
+    ('garbage', False, (False, 'inferred')),
+])
+def test_judge_one_entry_of_a_measurement(outcome, inferred, expected):
+    assert rm.judge(outcome, inferred, 32) == expected
