@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by the integration scripts (run.sh, sweep.sh, readers.sh, hostile.sh): sourced, not
+# Shared by the integration scripts (run.sh, sweep.sh, readers.sh, measure.sh, hostile.sh): sourced, not
 # executed.
 
 # The Python that runs the modules: $PYTHON, else the checkout's .venv, else python3.

@@ -150,6 +150,7 @@ status=${PIPESTATUS[0]}
 [ "$local_run" = 1 ] && { "$here/sweep.sh" || status=1; }  # read_ahead_sweep on its own loop device (local only)
 [ "$local_run" = 1 ] && { "$here/hostile.sh" || status=1; }  # planted runtime state, in a private mount namespace
 [ "$local_run" = 1 ] && { "$here/readers.sh" || status=1; }  # refreshing readers that were already running (local only)
+[ "$local_run" = 1 ] && { "$here/measure.sh" || status=1; }  # measuring running readers from outside (local only)
 finished=1
 elapsed=$(($(date +%s) - start))
 
