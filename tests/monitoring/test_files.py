@@ -19,6 +19,7 @@ __metaclass__ = type
 import json
 import os
 import re
+import subprocess
 
 import yaml
 
@@ -129,3 +130,18 @@ def test_the_dashboard_uses_its_data_source_variable_and_grafanas_variables_only
     titles = ' '.join(p['title'] for p in dash['panels']).lower()
     for subject in ('compliance', 'read-ahead', 'ebs', 'readers'):
         assert subject in titles
+
+
+def test_the_prometheusrule_of_the_docs_holds_the_rules_as_they_are(tmp_path):
+    """The commands docs/metrics.md gives for kube-prometheus (less kubectl), run on the file: its spec.groups are
+    the file's groups."""
+    with open(DOCS) as f:
+        text = f.read()
+    block = re.search(r'```sh\n(rules=.*?)```', text, re.S).group(1)
+    script = '\n'.join(line for line in block.splitlines() if not line.startswith(('rules=', 'kubectl ')))
+    subprocess.run(['bash', '-euo', 'pipefail', '-c', script], cwd=str(tmp_path), check=True,
+                   env=dict(os.environ, rules=hosts.RULES))
+    with open(str(tmp_path / 'aemops-os-tuning.prometheusrule.yml')) as f:
+        manifest = yaml.safe_load(f)
+    assert manifest['kind'] == 'PrometheusRule' and manifest['apiVersion'] == 'monitoring.coreos.com/v1'
+    assert manifest['spec'] == hosts.load_rules()
