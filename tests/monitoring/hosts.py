@@ -94,8 +94,11 @@ def write(root, host_facts, now, **params):
     """Run textfile_metrics (its own run()) for ``host_facts`` at Unix time ``now`` into ``root``/textfile; return
     the text it wrote. ``params``: the module's other options (read_ahead_kb 32, run_mode audit, aem_service aem by
     default)."""
-    if not os.path.isdir(os.path.join(root, TEXTFILE_DIR.lstrip('/'))):
-        os.makedirs(os.path.join(root, TEXTFILE_DIR.lstrip('/')), 0o755)
+    directory = os.path.join(root, TEXTFILE_DIR.lstrip('/'))
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+        for made in (root, directory):  # whatever the umask: the module refuses a directory others can write
+            os.chmod(made, 0o755)
     given = {'directory': TEXTFILE_DIR, 'facts': host_facts, 'read_ahead_kb': 32, 'run_mode': 'audit',
              'aem_service': 'aem'}
     given.update(params)

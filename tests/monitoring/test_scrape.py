@@ -200,13 +200,19 @@ def test_a_real_scrape_of_the_textfile_with_the_rules_loaded(stack):
         want[name[0]] = name[1]
     assert len(want) == len(written) and set(want) == set(
         n for n in metrics.NAMES if '\n%s' % n in stack.content), want
-    meta = wait_for('the metadata of every family', lambda: (lambda m: m if set(want) <= set(m) else None)(
-        get(stack.prom + '/api/v1/metadata')['data']))
+
+    def metadata():
+        found = get(stack.prom + '/api/v1/metadata')['data']
+        return found if set(want) <= set(found) else None
+
+    def stored():
+        found = set(r['metric']['__name__'] for r in stack.query('{__name__=~"aemops_os_tuning_.*"}'))
+        return found if found >= set(want) else None
+
+    meta = wait_for('the metadata of every family', metadata)
     for name, kind in want.items():
         assert [m['type'] for m in meta[name]] == [kind], (name, meta[name])
-    present = wait_for('every family in the TSDB', lambda: (lambda got: got if got >= set(want) else None)(
-        set(r['metric']['__name__'] for r in stack.query('{__name__=~"aemops_os_tuning_.*"}'))))
-    assert present == set(want)
+    assert wait_for('every family in the TSDB', stored) == set(want)
 
     # Not compliant: the drift alerts go pending (for: 15m), with their annotations rendered.
     for name in ('AemTuningDrift', 'AemReadAheadNotAsWanted', 'AemThpNotAsWanted', 'AemReadersAtEarlierReadAhead',
