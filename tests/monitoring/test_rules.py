@@ -133,8 +133,8 @@ SCENARIOS = {
                                                  labels('readers', fix='restart', **W)],
                 'AemReadAmplification': [labels('readers', **W)]}}, {}),
     'aem-under-the-limit': (
-        # 127 KiB per fault: under 4 x 32 KiB; a process of another unit reads at 4090 KiB (not AEM)
-        hourly(lambda h: hosts.facts(aem_kib=127.0, stale=0)),
+        # 127 KiB per fault: under 4 x 32 KiB (the limit is 128 KiB)
+        hourly(lambda h: hosts.facts(aem_kib=127.0)),
         {'3h': {}}, {}),
     'textfile-unreadable': (
         hourly(lambda h: hosts.facts()),
@@ -224,3 +224,13 @@ def test_every_alert_fires_in_a_scenario_and_stays_quiet_in_another():
             fired.update(n for n, found in expected.items() if found)
             quiet.update(n for n in hosts.alert_names() if not expected.get(n))
     assert fired == set(hosts.alert_names()) == quiet
+
+
+def test_promtool_check_metrics_on_a_textfile_with_every_family(tmp_path):
+    need_promtool()
+    content = hosts.write(str(tmp_path), hosts.facts(read_ahead_kb=4096, thp='always', stale=1, restart=1,
+                                                     aem_kib=4090.0), 3600)
+    assert all('\n%s ' % n in content or '\n%s{' % n in content for n in hosts.metrics.NAMES), content
+    proc = subprocess.run(['promtool', 'check', 'metrics'], input=content, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=60, check=False)
+    assert proc.returncode == 0 and not proc.stdout.strip(), proc.stdout
