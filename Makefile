@@ -222,6 +222,13 @@ compat: venv pyenvs ## Module and module_utils unit tests on Python 2.7 and 3.6 
 runner: venv ## ansible-runner job of migrate-aem.yml (audit, localhost, 2.16 and 2.21, no writes outside its data dir) and summary.yml from a fact cache
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/runner $(PYTEST_ARGS)
 
+# The shipped monitoring (extensions/prometheus, extensions/grafana): promtool check and test rules on textfiles that
+# textfile_metrics wrote, the families against the rules and the dashboard, and a real scrape by Debian's node_exporter
+# and Prometheus on 127.0.0.1 (prometheus, prometheus-node-exporter: make deps). Seconds; no root needed.
+.PHONY: monitoring
+monitoring: venv ## Prometheus rules and Grafana dashboard: promtool check/test rules, a real node_exporter + Prometheus scrape on 127.0.0.1
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/monitoring $(PYTEST_ARGS)
+
 .PHONY: integration molecule run
 integration: venv ## Real-kernel tests on loop devices (tests/integration/run.sh, when present)
 	@if [ -x tests/integration/run.sh ]; then \
@@ -298,7 +305,7 @@ ee: venv ## Validate the execution environment definition (ansible-builder creat
 # image builds and the long upgrade scenario first, so that they overlap the CPU-bound checks
 # on CI's 2 cores; a phase that boots a VM starts after vm-images. docs/testing.md has the
 # measured split. TEST_WORKERS=1 runs them one after another.
-TEST_PHASES := vm-images molecule-upgrade lint docs sanity unit compat build-test ee integration runner \
+TEST_PHASES := vm-images molecule-upgrade lint docs sanity unit compat build-test monitoring ee integration runner \
   molecule-default molecule-controllers molecule-auto run molecule-cmdline molecule-syntax
 
 .PHONY: test check print-test-phases

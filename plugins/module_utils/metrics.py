@@ -50,11 +50,12 @@ import os
 import re
 import stat
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import files, runstate
+from ansible_collections.aemops.os_tuning.plugins.module_utils import aem, files, runstate
 
 PREFIX = 'aemops_os_tuning'
 DEFAULT_NAME = 'aemops_os_tuning.prom'
 TIMESTAMP = PREFIX + '_last_run_timestamp_seconds'
+AEM_BYTES_PER_FAULT = PREFIX + '_aem_read_bytes_per_fault'
 FILE_MODE = 0o644
 MAX_BYTES = 1024 * 1024
 HEADER = files.managed_header('textfile_metrics module', 'Read-ahead and THP drift for node_exporter\'s textfile '
@@ -103,6 +104,8 @@ FAMILIES = (
     (PREFIX + '_thp_info', 'Transparent Huge Pages as the kernel has them now (enabled and defrag).'),
     (PREFIX + '_stale_readers', 'Processes that still read a tuned device with an earlier read-ahead: fix is '
                                 'refresh (open files, refreshed by an apply run) or restart (mapped files).'),
+    (AEM_BYTES_PER_FAULT, 'Bytes read from the disk per major page fault, the largest over the processes of AEM\'s '
+                          'unit whose faults the last run measured (kib_per_fault x 1024); absent when none was.'),
 ) + tuple((PREFIX + '_ebs_' + name, help_text) for _key, name, _scale, help_text in EBS_COUNTERS)
 NAMES = tuple(name for name, _help in FAMILIES)
 # The families that are counters (the rest are gauges): the EBS volume's own, since it was attached.
@@ -211,12 +214,13 @@ def _int(value):
     return None
 
 
-def samples(facts, now, read_ahead_kb=None, error='', mode=None, state=None):
+def samples(facts, now, read_ahead_kb=None, error='', mode=None, state=None, aem_service=''):
     """{family name: [(labels as ((name, value), ...), value)]} for ``facts`` (tuning_facts' ``os_tuning``).
 
     ``read_ahead_kb``: the read-ahead the run wants for its target devices (a number; None, ``auto`` or a
     backout: no wanted value). ``error``: the run's first error (the role's), which makes the host not compliant.
-    ``mode``, ``state``: the role's, for ``_run_info``. ``now``: Unix time of the run.
+    ``mode``, ``state``: the role's, for ``_run_info``. ``now``: Unix time of the run. ``aem_service``: AEM's
+    systemd unit (with or without .service; aem.is_aem), whose measured readers give :data:`AEM_BYTES_PER_FAULT`.
     """
     facts = facts or {}
     out = dict((name, []) for name in NAMES)
@@ -262,8 +266,42 @@ def samples(facts, now, read_ahead_kb=None, error='', mode=None, state=None):
     if isinstance(readers, dict):
         add(PREFIX + '_stale_readers', len(readers.get('stale') or []), fix='refresh')
         add(PREFIX + '_stale_readers', len(readers.get('needs_restart') or []), fix='restart')
+        kib = aem_kib_per_fault(readers, aem_service)
+        if kib is not None:
+            add(AEM_BYTES_PER_FAULT, kib * 1024)
     _ebs_samples(facts.get('ebs'), add)
     return out
+
+
+def _kib_per_fault(entry):
+    """A reader entry's measured KiB per major fault: a finite number >= 0 from ``measured`` (a mapping) with at
+    least one fault; else None (not measured, inferred, or a value of another type)."""
+    measured = entry.get('measured') if isinstance(entry, dict) else None
+    if not isinstance(measured, dict):
+        return None
+    kib, faults = measured.get('kib_per_fault'), measured.get('faults')
+    if isinstance(kib, bool) or not isinstance(kib, _INTEGERS + (float,)):
+        return None
+    if isinstance(faults, bool) or not isinstance(faults, _INTEGERS) or faults < 1:
+        return None
+    kib = float(kib)
+    if math.isnan(kib) or math.isinf(kib) or kib < 0:
+        return None
+    return kib
+
+
+def aem_kib_per_fault(readers, unit):
+    """The largest measured KiB per major fault over the reader entries (``stale``, ``needs_restart``, ``fine``)
+    of AEM's ``unit``, or None: no unit given, no entry of that unit, or none measured."""
+    found = []
+    for key in ('stale', 'needs_restart', 'fine'):
+        entries = readers.get(key)
+        for entry in (entries if isinstance(entries, list) else [])[:10000]:
+            if isinstance(entry, dict) and aem.is_aem(entry, unit):
+                kib = _kib_per_fault(entry)
+                if kib is not None:
+                    found.append(kib)
+    return max(found) if found else None
 
 
 def _ebs_samples(ebs, add):

@@ -22,6 +22,9 @@ description:
     the targets that name it (C(aemops_os_tuning_target_info)). Per host: THP (C(aemops_os_tuning_thp_info)),
     C(aemops_os_tuning_compliant), C(aemops_os_tuning_misses) (and C(_misses_by_kind)), C(_run_failed),
     C(_fact_errors), C(_stale_readers), C(_run_info) and C(aemops_os_tuning_last_run_timestamp_seconds)."
+  - "With O(aem_service), AEM's own read amplification: C(aemops_os_tuning_aem_read_bytes_per_fault), the largest
+    bytes read per major page fault over the processes of that unit whose faults were measured (the C(measured)
+    of their entries in C(readers)); absent when none was."
   - "Per EBS volume whose NVMe log page 0xD0 was read (C(ebs) of M(aemops.os_tuning.tuning_facts)), labelled by
     C(device) and C(volume_id), the volume's own counters since it was attached, as Prometheus counters: the seconds
     at the volume's and the instance's caps (C(aemops_os_tuning_ebs_volume_iops_exceeded_seconds_total),
@@ -82,6 +85,14 @@ options:
     type: str
     choices: [present, absent]
     default: present
+  aem_service:
+    description:
+      - AEM's systemd unit, with or without C(.service) (the C(aem_tuning) role's C(aem_tuning_aem_service)). The
+        reader entries of that unit (C(stale), C(needs_restart), C(fine) of C(readers) in O(facts)) whose
+        C(measured) holds C(kib_per_fault) give C(aemops_os_tuning_aem_read_bytes_per_fault).
+      - Empty (the default) leaves that metric out.
+    type: str
+    default: ''
 notes:
   - Runs on the target's Python 2.7 (RHEL 7), 3.6 (RHEL 8 platform-python) and newer.
   - Read-ahead is in bytes (KiB x 1024), the base unit Prometheus names want; C(promtool check metrics) reports a
@@ -169,7 +180,8 @@ ROOT = '/'
 def run(module, root, now=None):
     p = module.params
     families = metrics.samples(p['facts'], time.time() if now is None else now, read_ahead_kb=p['read_ahead_kb'],
-                               error=p['error'] or '', mode=p['run_mode'], state=p['run_state'])
+                               error=p['error'] or '', mode=p['run_mode'], state=p['run_state'],
+                               aem_service=p['aem_service'] or '')
     content = metrics.render(families)
     try:
         outcome = metrics.publish(root, p['directory'], p['name'], content, check_mode=module.check_mode,
@@ -193,6 +205,7 @@ def main():
             error=dict(type='str', default=''),
             run_mode=dict(type='str', choices=['apply', 'audit']),
             run_state=dict(type='str', choices=['present', 'absent'], default='present'),
+            aem_service=dict(type='str', default=''),
         ),
         supports_check_mode=True,
     )

@@ -10,9 +10,10 @@
    venv) and the role's reports on, written inside the data directory; once with the newest ansible-core
    (.cache/venv-2.21, runner's ``--binary``) and ``aem_tuning_reports: false``, as under AAP. Each run is traced with
    strace (every successful open for writing, create, rename, remove, link, chmod or mkdir), and no path outside the
-   data directory may appear, except the terminals and ``/dev/null``, and the role's own files on the host (none
-   in audit mode). The per-host result must be in the artifacts: ``set_stats`` data in the ``playbook_on_stats``
-   event, the ``Keep the result`` task's events, and runner's jsonfile fact cache. The only failure allowed is the
+   data directory may appear, except the terminals and ``/dev/null``, the role's own files on the host (none
+   in audit mode), and a system library's state files that every ansible process writes (SYSTEM_STATE: libuuid's
+   clock, where uuid-runtime is installed). The per-host result must be in the artifacts: ``set_stats`` data in
+   the ``playbook_on_stats`` event, the ``Keep the result`` task's events, and runner's jsonfile fact cache. The only failure allowed is the
    audit's verdict: this machine is not tuned (read-ahead, no udev rule, THP), so the audit fails with its misses.
 2. ``playbooks/summary.yml`` builds one summary of four aliases from the ``jsonfile`` fact cache of two audit runs
    of two halves of the inventory (``--limit``), as two slices of a job would.
@@ -49,6 +50,17 @@ WRITE_FLAGS = ('O_WRONLY', 'O_RDWR', 'O_CREAT', 'O_TRUNC', 'O_APPEND')
 # writes none of them; allowed so that the test is about the controller side).
 ALLOWED = re.compile(r'^(/dev/(null|tty|ptmx|pts/\d+)|/dev/shm/sem\.[^/]+|/run/lock/lvm/.*|/run/lvm/.*'
                      r'|/etc/ansible/facts\.d/aem_tuning_[a-z]+\.fact|/run/aemops-os-tuning(/.*)?)$')
+# What a system library writes by itself in every process, whoever runs it: state files that are not the collection's,
+# each matched by its exact path, with why it is allowed. A write by the collection anywhere else (next to one of
+# these included) is still reported.
+SYSTEM_STATE = (
+    # libuuid's clock (util-linux). Where /var/lib/libuuid exists (uuid-runtime creates it; Debian's prometheus
+    # recommends nvme-cli, which depends on it), every ansible process writes this file: ansible-core's
+    # ansible/utils/vars.py calls uuid.getnode() at import, which Python's _uuid answers through libuuid's
+    # uuid_generate_time, and that opens /var/lib/libuuid/clock.txt for writing to keep its clock sequence. Not the
+    # collection's write: ansible-core alone does it, on every host.
+    re.compile(r'^/var/lib/libuuid/clock\.txt$'),
+)
 LINE = re.compile(r'^(?P<pid>\d+)\s+(?P<call>\w+)\((?P<args>.*)\)\s+=\s+(?P<ret>-?\d+|\?)')
 
 
@@ -144,6 +156,8 @@ def outside(trace, inside):
             for path in strace_paths(line, cwd):
                 if path == inside or path.startswith(inside + os.sep) or ALLOWED.match(path):
                     continue
+                if any(state.match(path) for state in SYSTEM_STATE):
+                    continue
                 found.add(path)
     return sorted(found)
 
@@ -171,6 +185,25 @@ def test_outside_reads_calls_that_strace_split(tmp_path):
     assert outside(str(trace), os.path.join(base, 'pdd')) == [os.path.join(base, 'stray')]
     pending = list(whole_calls(['7  chdir("a" <unfinished ...>', '7  <... chdir resumed>) = 0']))
     assert pending == ['7  chdir("a") = 0']
+
+
+def test_outside_allows_a_system_librarys_state_file_and_no_write_beside_it(tmp_path):
+    """libuuid's clock, as strace wrote it in an ansible process on a machine with uuid-runtime, is no write of the
+    collection's; a file next to it, a file named like it elsewhere, and the collection's own files on the host
+    outside the allowed ones are."""
+    pdd = str(tmp_path / 'pdd')
+    trace = tmp_path / 'strace.txt'
+    trace.write_text('\n'.join([
+        '51  openat(AT_FDCWD</work>, "/var/lib/libuuid/clock.txt", O_RDWR|O_CREAT|O_CLOEXEC, 0660) = 4</var/lib/libuuid/clock.txt>',
+        '52  openat(AT_FDCWD</var/lib/libuuid>, "clock.txt", O_RDWR|O_CREAT|O_CLOEXEC, 0660) = 4</var/lib/libuuid/clock.txt>',
+        '53  openat(AT_FDCWD</work>, "/var/lib/libuuid/clock.txt.aemops", O_WRONLY|O_CREAT|O_TRUNC, 0644) = 5</x>',
+        '53  openat(AT_FDCWD</work>, "/var/lib/libuuid", O_RDONLY|O_DIRECTORY) = 6</var/lib/libuuid>',
+        '53  mkdirat(AT_FDCWD</work>, "/var/lib/libuuid/aemops", 0700) = 0',
+        '53  openat(AT_FDCWD</work>, "/tmp/clock.txt", O_WRONLY|O_CREAT, 0644) = 7</tmp/clock.txt>',
+        '53  openat(AT_FDCWD</work>, "/etc/udev/rules.d/99-aemops-os-tuning.rules", O_WRONLY|O_CREAT, 0644) = 8</x>',
+    ]) + '\n')
+    assert outside(str(trace), pdd) == ['/etc/udev/rules.d/99-aemops-os-tuning.rules', '/tmp/clock.txt',
+                                        '/var/lib/libuuid/aemops', '/var/lib/libuuid/clock.txt.aemops']
 
 
 def untag(data):

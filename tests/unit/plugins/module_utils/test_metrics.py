@@ -63,6 +63,23 @@ EBS = {
 }
 
 
+def reader(pid, unit, kib=None, faults=120, comm='java'):
+    """A reader entry as tuning_facts' readers lists it (stale, needs_restart, fine), measured when ``kib`` is given."""
+    measured = None if kib is None else {'kib_per_fault': kib, 'faults': faults, 'seconds': 5.0,
+                                         'read_kib': int(kib * faults), 'rchar_kib': 4 * faults}
+    return {'unit': unit, 'pid': pid, 'comm': comm, 'measured': measured,
+            'basis': 'measured' if measured else 'inferred'}
+
+
+# AEM (aem.service) maps its tar files twice: one process measured at 3.9 MiB per fault needs a restart, one at
+# 36 KiB is fine; a process of another unit reads more per fault still, and is not AEM.
+READERS = {
+    'stale': [reader(4242, 'backup.service', kib=8192.0, comm='rsync')],
+    'needs_restart': [reader(1234, 'aem.service', kib=3990.5)],
+    'fine': [reader(1300, 'aem.service', kib=36.25), reader(1301, 'aem.service')],
+}
+
+
 def text_of(f=None, now=NOW, **kw):
     kw.setdefault('read_ahead_kb', 32)
     kw.setdefault('mode', 'audit')
@@ -130,8 +147,9 @@ def value(families, name, **labels):
 
 def test_every_family_but_the_ebs_counters_is_a_gauge_with_help_and_follows_the_naming_conventions():
     families = parse(text_of(facts(readers={'stale': [{'pid': 1}], 'needs_restart': []})))
-    assert set(families) == set(metrics.NAMES) - set([metrics.PREFIX + '_misses_by_kind']) - metrics.COUNTERS
-    families = parse(text_of(facts(readers={'stale': [{'pid': 1}], 'needs_restart': []}, ebs=EBS)))
+    assert set(families) == (set(metrics.NAMES) - set([metrics.PREFIX + '_misses_by_kind', metrics.AEM_BYTES_PER_FAULT])
+                             - metrics.COUNTERS)
+    families = parse(text_of(facts(readers=READERS, ebs=EBS), aem_service='aem'))
     assert set(families) == set(metrics.NAMES) - set([metrics.PREFIX + '_misses_by_kind'])
     for name, family in families.items():
         assert name.startswith('aemops_os_tuning_') and family['help']
@@ -161,6 +179,43 @@ def test_the_values_of_the_compliant_host():
     assert value(families, 'aemops_os_tuning_run_info', mode='audit', state='present') == 1
     assert value(families, 'aemops_os_tuning_stale_readers', fix='refresh') == 0
     assert value(families, 'aemops_os_tuning_stale_readers', fix='restart') == 0
+
+
+@pytest.mark.parametrize('unit', ['aem', 'aem.service'])
+def test_aem_bytes_per_fault_is_the_largest_over_the_measured_processes_of_aems_unit(unit):
+    families = parse(text_of(facts(readers=READERS), aem_service=unit))
+    assert families[metrics.AEM_BYTES_PER_FAULT]['samples'] == [({}, 3990.5 * 1024)]
+    assert families[metrics.AEM_BYTES_PER_FAULT]['type'] == 'gauge'
+
+
+@pytest.mark.parametrize('unit, readers', [
+    ('', READERS),  # no unit given: nothing is AEM
+    ('aem', {'stale': [], 'needs_restart': [], 'fine': [reader(1, 'aem.service')]}),  # AEM, not measured
+    ('aem', {'stale': [], 'needs_restart': [], 'fine': [reader(1, 'other.service', kib=4096.0)]}),
+    ('aem', {'stale': [], 'needs_restart': []}),  # facts from before the measurement: no fine list
+    ('cq', READERS),  # another unit's name
+])
+def test_aem_bytes_per_fault_is_absent_when_no_process_of_aem_was_measured(unit, readers):
+    families = parse(text_of(facts(readers=readers), aem_service=unit))
+    assert metrics.AEM_BYTES_PER_FAULT not in families
+    assert value(families, 'aemops_os_tuning_stale_readers', fix='refresh') == len(readers['stale'])
+
+
+@pytest.mark.parametrize('measured', [
+    {'kib_per_fault': float('nan'), 'faults': 3}, {'kib_per_fault': float('inf'), 'faults': 3},
+    {'kib_per_fault': -1.0, 'faults': 3}, {'kib_per_fault': '4096', 'faults': 3}, {'kib_per_fault': True, 'faults': 3},
+    {'kib_per_fault': 4096.0, 'faults': 0}, {'kib_per_fault': 4096.0, 'faults': None}, {'kib_per_fault': 4096.0},
+    {'faults': 3}, [4096.0], 'measured',
+])
+def test_a_measurement_that_is_not_a_number_of_faults_is_left_out(measured):
+    entry = dict(reader(1, 'aem.service'), measured=measured)
+    families = parse(text_of(facts(readers={'stale': [], 'needs_restart': [entry], 'fine': 'bad'}), aem_service='aem'))
+    assert metrics.AEM_BYTES_PER_FAULT not in families
+
+
+def test_an_integer_kib_per_fault_is_taken():
+    readers = {'stale': [], 'needs_restart': [], 'fine': [reader(7, 'aem', kib=32)]}
+    assert value(parse(text_of(facts(readers=readers), aem_service='aem.service')), metrics.AEM_BYTES_PER_FAULT) == 32768
 
 
 def test_misses_make_the_host_not_compliant_and_are_counted_by_kind():

@@ -136,3 +136,21 @@ def test_a_refusal_naming_a_non_ascii_path_is_reported(env, os_tuning):
     result = run_module(textfile_metrics.main, args(os_tuning, directory=directory), failed=True)
     assert to_native(u'm\u00e9triques') in to_native(result['msg'])  # a native str on Python 2 and 3
     assert 'writable by group or others' in result['msg']
+
+
+def test_aem_service_gives_aems_measured_bytes_per_fault(env, os_tuning):
+    """The reader entries as tuning_facts gives them with the measurement: AEM's unit named without .service."""
+    os_tuning['readers'] = dict(os_tuning.get('readers') or {}, stale=[], needs_restart=[
+        {'unit': 'aem.service', 'pid': 2211, 'comm': 'java', 'basis': 'measured',
+         'measured': {'kib_per_fault': 4090.5, 'faults': 64, 'seconds': 5.0, 'read_kib': 261792, 'rchar_kib': 512}},
+    ], fine=[
+        {'unit': 'aem.service', 'pid': 2212, 'comm': 'java', 'basis': 'inferred', 'measured': None},
+        {'unit': 'sshd.service', 'pid': 900, 'comm': 'sshd', 'basis': 'measured',
+         'measured': {'kib_per_fault': 9000.0, 'faults': 2, 'seconds': 5.0, 'read_kib': 18000, 'rchar_kib': 1}},
+    ])
+    result = run_module(textfile_metrics.main, args(os_tuning, aem_service='aem'))
+    families = parse(result['content'])
+    assert value(families, metrics.AEM_BYTES_PER_FAULT) == 4090.5 * 1024
+    assert metrics.AEM_BYTES_PER_FAULT in result['metrics']
+    result = run_module(textfile_metrics.main, args(os_tuning))
+    assert metrics.AEM_BYTES_PER_FAULT not in parse(result['content'])
