@@ -347,7 +347,8 @@ readers:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aemops.os_tuning.plugins.module_utils import files, read_ahead_plan, readers, tuned, udev_rules
+from ansible_collections.aemops.os_tuning.plugins.module_utils import (
+    files, read_ahead_plan, readers, readers_refresh, readers_scan, tuned, udev_rules)
 
 ROOT = '/'
 
@@ -361,20 +362,19 @@ def refresh_readers(module, root, plan, after_kb):
     try:
         surveyed = readers.survey(root, kb, scope, changed_names, p['refresh_only'], p['refresh_readers'],
                                   persisted=persisted, config_paths=[p['rules_file']])
-    except readers.ReadersError as e:
+    except readers_scan.ReadersError as e:
         module.warn('cannot look for the processes that read the targets: %s' % e)
         return None, False, None
     if module.check_mode:
-        report = readers.outcome(surveyed)[0]
+        report = readers.reader_report(surveyed)
     else:
-        done = readers.refresh(root, surveyed['plan']['refresh'])
-        report, warnings = readers.finish(root, surveyed, done,
-                                          lambda r, record: readers.write_record(r, record, module))
+        done = readers_refresh.refresh(root, surveyed.plan['refresh'])
+        report, warnings = readers.report_and_record(root, surveyed, done)
         for warning in warnings:
             module.warn(warning)
     for warning in readers.warnings_for(report):
         module.warn(warning)
-    return report, bool(report['refreshed']), readers.diff(surveyed, report) if module._diff else None
+    return report, bool(report['refreshed']), readers.diff_entry(surveyed, report) if module._diff else None
 
 
 def run(module, snap):

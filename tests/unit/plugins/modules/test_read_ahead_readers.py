@@ -13,7 +13,7 @@ import errno
 
 import pytest
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import readers
+from ansible_collections.aemops.os_tuning.plugins.module_utils import readers_record, readers_refresh, readers_scan
 from ansible_collections.aemops.os_tuning.plugins.modules import read_ahead
 from ansible_collections.aemops.os_tuning.tests.unit.utils import Env
 from fakehost import FakeSyscalls, nitro_host, nitro_tools, tree_checksum
@@ -26,8 +26,8 @@ class ReadersEnv(Env):
     def attach(self, monkeypatch):
         Env.attach(self, monkeypatch)
         self.sys = FakeSyscalls(self.host)
-        monkeypatch.setattr(readers, 'Syscalls', lambda: self.sys)
-        monkeypatch.setattr(readers, 'ProcFs', lambda root: self.host.proc_procfs())
+        monkeypatch.setattr(readers_refresh, 'Syscalls', lambda: self.sys)
+        monkeypatch.setattr(readers_scan, 'ProcFs', lambda root: self.host.proc_procfs())
         return self
 
 
@@ -35,7 +35,7 @@ class ReadersEnv(Env):
 def env(tmpdir, monkeypatch, module_exit):
     host = nitro_host(tmpdir.join('root'))
     host.mkdir('/etc/udev/rules.d')
-    host.write(readers.BOOT_ID, 'b0\n')
+    host.write(readers_record.BOOT_ID, 'b0\n')
     # Oak keeps its tar files open (FileAccess.Mapped); Lucene closed its index file after mmap.
     host.add_process(4242, 'java', 5000, fds={10: (SEG + '/data00000a.tar', '253:0', 131),
                                               11: (SEG + '/data00001a.tar', '253:0', 132)},
@@ -148,7 +148,7 @@ def test_a_refused_refresh_needs_a_restart_not_a_failure_and_is_tried_again(env,
     assert result['readers']['refreshed'] == []
     assert [(e['pid'], e['count'], e['why']) for e in result['readers']['needs_restart']] == [
         (4242, 2, [why]), (4300, 1, ['mapping_without_fd'])]
-    assert result['readers']['needs_restart'][0]['reason'] == readers.WHY[why].replace('%(count)d', '2')
+    assert result['readers']['needs_restart'][0]['reason'] == readers_refresh.WHY[why].replace('%(count)d', '2')
     assert result['readers']['kernel_refresh'] is (code != errno.ENOSYS)
     if code == errno.ENOSYS:  # probed once: no descriptor is even tried
         assert env.sys.calls == []
@@ -168,8 +168,8 @@ def reboot(env, initialized_s=4.5):
     """The role's reboot: /run is empty, a new boot id, the rules file older than the boot (btime 1764650000),
     udev initialised dm-0 4.5 s after boot; the processes (started 50 s and more after boot) opened at 32."""
     import os
-    os.unlink(readers.record_path(env.root))
-    env.host.write(readers.BOOT_ID, 'b1\n')
+    os.unlink(readers_record.record_path(env.root))
+    env.host.write(readers_record.BOOT_ID, 'b1\n')
     os.utime(env.host.path('/etc/udev/rules.d/90-aemops-read-ahead.rules'), (1764640000, 1764640000))
     env.host.write('/run/udev/data/b253:0', env.host.read('/run/udev/data/b253:0') + 'I:%d\n' % (initialized_s * 1e6))
 
