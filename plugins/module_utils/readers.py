@@ -57,7 +57,7 @@ __metaclass__ = type
 import time
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    aem, files, readers_record, readers_refresh, readers_scan, readers_verdict)
+    aem, files, readers_record, readers_refresh, readers_scan, readers_verdict, runstate)
 
 # How many file names one reader lists in a result (the counts are always whole).
 MAX_LISTED_FILES = 5
@@ -200,7 +200,9 @@ def still_stale(surveyed, refreshed=None):
 
 def report_and_record(root, surveyed, refreshed, write=None):
     """After a real run: (the report, [warnings]), with the record rewritten when it differs. A record that cannot
-    be written is a warning (the next run then refreshes again), never a failure."""
+    be written, or whose file is not one this collection wrote (a link, a FIFO, another user's file, one writable by
+    group or others: it is left as it is), is a warning that names it (the next run then refreshes again), never a
+    failure: the report is never lost."""
     report = reader_report(surveyed, refreshed)
     found = surveyed.found
     record = readers_record.new_record(surveyed.record, surveyed.devices, surveyed.valid, surveyed.boot_id,
@@ -213,6 +215,9 @@ def report_and_record(root, surveyed, refreshed, write=None):
     except (IOError, OSError) as e:
         return report, ['cannot write %s (%s): the next run will refresh the same readers again'
                         % (readers_record.RECORD_PATH, files.describe_os_error(e))]
+    except runstate.FileError as e:
+        return report, ['readers: the record was not written, the next run will refresh the same readers again: %s'
+                        % e]
     return report, []
 
 

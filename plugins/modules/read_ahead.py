@@ -348,7 +348,7 @@ readers:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    files, read_ahead_plan, readers, readers_refresh, readers_scan, tuned, udev_rules)
+    files, read_ahead_plan, readers, readers_refresh, readers_scan, runstate, tuned, udev_rules)
 
 ROOT = '/'
 
@@ -429,9 +429,15 @@ def _run_locked(module, snap, p, kb, warnings):
 
 def with_readers(module, root, ran):
     """The run's result with its running readers refreshed: after the locks are released, so that no lock of the
-    collection is held while other processes' files are scanned."""
+    collection is held while other processes' files are scanned. The read-ahead is set by then: a reader step that
+    fails on a file it cannot use is a warning, and the result is still returned."""
     result, plan, after_kb = ran
-    reader_report, refreshed, reader_diff = refresh_readers(module, root, plan, after_kb)
+    try:
+        reader_report, refreshed, reader_diff = refresh_readers(module, root, plan, after_kb)
+    except (IOError, OSError, runstate.FileError) as e:
+        module.warn('readers: the running readers were not handled (%s); the read-ahead was set as reported'
+                    % (files.describe_os_error(e) if isinstance(e, (IOError, OSError)) else e))
+        reader_report, refreshed, reader_diff = None, False, None
     result['changed'] = result['changed'] or refreshed
     result['readers'] = reader_report
     if reader_diff:

@@ -198,3 +198,55 @@ def test_a_linked_target_path_refreshes_the_files_under_the_link(env):
     assert result['readers']['links'] == {'/srv/aem-repo': REPO}
     assert 'readers: /srv/aem-repo is a link to %s; open files are matched under %s, as the kernel reports them.' % (
         REPO, REPO) in env.warnings
+
+
+# -- a damaged record (issue 39) --------------------------------------------------------------------
+
+def plant_record(env, kind):
+    """A record file that no run of the collection wrote, as a restore from backup can leave it."""
+    import json
+    import os
+    from ansible_collections.aemops.os_tuning.plugins.module_utils import runstate
+    runstate.run_dir(env.root)
+    path = readers_record.record_path(env.root)
+    content = json.dumps({'format': 1, 'boot_id': 'b0', 'devices': {}})
+    if kind == 'link':
+        os.symlink(env.host.write('/var/tmp/elsewhere.json', content), path)
+    elif kind == 'fifo':
+        os.mkfifo(path, 0o600)
+    else:
+        with open(path, 'w') as f:
+            f.write(content)
+        if kind == 'owner':
+            os.chown(path, 1000, 1000)
+        else:
+            os.chmod(path, 0o666)  # root's, but anybody could have written it
+    return path
+
+
+@pytest.mark.parametrize('kind, problem', [
+    ('link', 'is a symbolic link (to '),
+    ('fifo', 'is a FIFO (named pipe), not a regular file'),
+    ('owner', 'is owned by '),
+    ('writable', 'is writable by group or others (mode 0666)'),
+])
+def test_a_damaged_record_is_reported_and_the_result_kept(env, kind, problem):
+    """Issue 39: a record that is a link, a FIFO, another user's file or a file anybody may write is read as a
+    problem and ignored; the run refreshes the readers, reports them, names the file it did not replace, and leaves
+    the file as it found it. Every run after it does the same (it never fails until someone removes the file)."""
+    import os
+    if os.geteuid() != 0:
+        pytest.skip('the record must be owned by root')
+    path = plant_record(env, kind)
+    before = os.lstat(path)
+    for _run in range(2):
+        result = env.run({'paths': [REPO], 'read_ahead_kb': 32})
+        r = result['readers']
+        assert pids(r['refreshed']) == [(4242, 2)] and result['changed'] is True
+        assert r['record_problem'].startswith('damaged: /run/aemops-os-tuning/readers.json: ') and problem in r[
+            'record_problem']
+        written = [w for w in env.warnings if w.startswith('readers: the record was not written')]
+        assert len(written) == 1 and '/run/aemops-os-tuning/readers.json' in written[0] and problem in written[0]
+        assert 'readers: %s' % r['record_problem'] in env.warnings
+        after = os.lstat(path)
+        assert (after.st_ino, after.st_mode, after.st_uid) == (before.st_ino, before.st_mode, before.st_uid)
