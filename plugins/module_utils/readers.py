@@ -33,7 +33,8 @@ Why (kernel source, torvalds/linux):
 The reader code is five modules, one job each, every function over ``root``, the host's root path (``/`` on a
 host, a fake tree in the unit tests; a ``host.Host`` is one):
 
-- module_utils/readers_scan.py, the scan: one pass over ``/proc`` with a deadline, in a daemon thread, matching
+- module_utils/readers_scan.py, the scan: one pass over ``/proc`` with a deadline, in a daemon thread of a child
+  process (:func:`readers_scan.scan_apart`: a read that never returns cannot keep the module from exiting), matching
   open descriptors (their device from ``fdinfo``'s ``mnt_id`` and the ``mountinfo``; ``stat`` only on the tuned
   devices) and mappings (the device field of ``/proc/PID/maps``) by device number, never by following a path into
   another filesystem;
@@ -99,8 +100,8 @@ def survey(root, kb_by_name, scope_by_name, changed=(), only=(), enabled=True, p
                         'seq': readers_scan.disk_sequence(root, name)}) for n, name in numbers.items())
     scope, links = readers_verdict.real_scope(root, scope_by_name)
     scope = dict((n, scope.get(name)) for n, name in numbers.items())
-    found = readers_scan.scan(procfs or readers_scan.ProcFs(root), numbers, deadline,
-                              min(kb_by_name.values() or [0]) * 1024)
+    found = readers_scan.scan_apart(procfs or readers_scan.ProcFs(root), numbers, deadline,
+                                    min(kb_by_name.values() or [0]) * 1024)
     record, problem = readers_record.read_record(root)
     boot_id = readers_record.read_boot_id(root)
     valid = readers_verdict.valid_devices(record, devices, boot_id, set(changed))

@@ -17,7 +17,10 @@ __metaclass__ = type
 
 import errno
 import os
+import pickle
 import re
+import select
+import signal
 import stat
 import threading
 import time
@@ -29,6 +32,9 @@ PROC = '/proc'
 SCAN_DEADLINE = 20.0
 # The scan's worker thread (a daemon thread: see scan).
 WORKER_NAME = 'aemops-readers-scan'
+# scan_apart: how long past the scan's own deadline the module waits for the child's answer, and for its end.
+APART_GRACE = 10.0
+APART_REAP = 0.5
 
 _DELETED = ' (deleted)'
 
@@ -436,7 +442,8 @@ def scan(procfs, numbers, deadline=SCAN_DEADLINE, min_bytes=0):
     the processes not reached are listed in ``unscanned`` and the run goes on. Files no larger than
     ``min_bytes`` are left out (the window reads them whole at any value).
 
-    The pass runs in a daemon thread: one whose read of /proc never returns is left behind and never joined.
+    The pass runs in a daemon thread: one whose read of /proc never returns is left behind and never joined. The
+    modules scan through :func:`scan_apart`, which keeps even that thread out of their own process.
     """
     began = time.time()
     try:
@@ -466,6 +473,101 @@ def _unscanned(state, pids, deadline):
         elif pid not in state.done:
             out.append({'pid': pid, 'reason': 'not reached before the scan\'s deadline (%g s)' % deadline})
     return out
+
+
+def scan_apart(procfs, numbers, deadline=SCAN_DEADLINE, min_bytes=0):
+    """:func:`scan` in a child process: the module keeps no thread of its own in a read of /proc.
+
+    A read of /proc/PID/maps waits for the process's memory-map lock, uninterruptibly on kernels before 5.2
+    (``m_start`` in fs/proc/task_mmu.c took ``down_read``; "proc: use down_read_killable mmap_sem for
+    /proc/pid/maps" made it killable in v5.2): RHEL 7's 3.10, RHEL 8's 4.18 unless it carries the change. A
+    thread stuck there keeps its whole process alive, and with it the descriptors the threads share: the module's
+    output, which Ansible reads to its end. So the scan runs in a child with its own descriptors (its standard
+    streams on /dev/null, none of the module's kept), which hands the result back through a pipe and is killed
+    once it has; a child still stuck in the kernel is left behind (the init process reaps it when it wakes) and the
+    module exits. ReadersError when /proc cannot be listed, or when the child does not answer within ``deadline`` and
+    :data:`APART_GRACE` seconds.
+    """
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:
+        _scan_child(read_end, write_end, procfs, numbers, deadline, min_bytes)  # never returns
+    os.close(write_end)
+    try:
+        data = _read_until(read_end, time.time() + deadline + APART_GRACE)
+    finally:
+        os.close(read_end)
+        _end_child(child)
+    try:
+        kind, value = pickle.loads(data)
+    except Exception:  # noqa: BLE001 - a child killed mid-write: cut-short data of any kind
+        raise ReadersError('the scan of /proc gave no answer within %g s' % (deadline + APART_GRACE))
+    if kind != 'found':
+        raise ReadersError(value)
+    return value
+
+
+def _scan_child(read_end, write_end, procfs, numbers, deadline, min_bytes):
+    """The child of :func:`scan_apart`: only the pipe's write end kept, the result written, then gone."""
+    try:
+        os.close(read_end)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        for name in os.listdir('/proc/self/fd'):
+            if name.isdigit() and int(name) > 2 and int(name) != write_end:
+                try:
+                    os.close(int(name))
+                except OSError:
+                    pass  # the listing's own descriptor
+        try:
+            result = ('found', scan(procfs, numbers, deadline, min_bytes))
+        except ReadersError as e:
+            result = ('error', str(e))
+        data = pickle.dumps(result, 2)
+        while data:
+            data = data[os.write(write_end, data):]
+        os.close(write_end)
+    finally:
+        os._exit(0)  # never the parent's cleanup, never its buffered output
+
+
+def _read_until(fd, until):
+    """The bytes from ``fd`` up to its end, or what came before ``until`` (epoch seconds)."""
+    chunks = []
+    while True:
+        remaining = until - time.time()
+        if remaining <= 0:
+            return b''.join(chunks)
+        try:
+            ready = select.select([fd], [], [], remaining)[0]
+        except (select.error, OSError) as e:  # Python 2.7: EINTR is raised
+            if (getattr(e, 'errno', None) or e.args[0]) == errno.EINTR:
+                continue
+            raise
+        if not ready:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return b''.join(chunks)
+        chunks.append(chunk)
+
+
+def _end_child(child):
+    """Kill and reap the child of :func:`scan_apart`, waiting at most :data:`APART_REAP` seconds: one stuck in the
+    kernel dies when it wakes, and the init process reaps it once the module has exited."""
+    try:
+        os.kill(child, signal.SIGKILL)
+    except OSError:
+        pass
+    until = time.time() + APART_REAP
+    while True:
+        try:
+            if os.waitpid(child, os.WNOHANG)[0] or time.time() >= until:
+                return
+        except OSError:
+            return
+        time.sleep(0.01)
 
 
 def _unreadable(procfs, pid, error):

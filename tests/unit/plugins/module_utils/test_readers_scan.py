@@ -229,3 +229,72 @@ def test_btrfs_readers_are_matched_through_the_mount_and_said_so(host):
     assert notes == ['/srv/btrfs (btrfs on dm-0) reports the anonymous device 0:45: its readers are matched through '
                      'that mount; files in other subvolumes are found by their descriptors only, and btrfs reads '
                      "ahead by its own setting (/sys/class/bdi), not by dm-0's"]
+
+
+# -- a read that never returns (issue 39) -----------------------------------------------------------
+
+STUCK_SCRIPT = r'''
+import json, sys, threading
+from ansible_collections.aemops.os_tuning.plugins.module_utils import readers_scan
+
+
+class Stuck(readers_scan.ProcFs):
+    """/proc/PID/maps of a process whose memory-map lock a fault on a hung mount holds: the read never returns."""
+
+    def read(self, path):
+        if path.endswith('/maps'):
+            threading.Event().wait()
+        return readers_scan.ProcFs.read(self, path)
+
+
+found = readers_scan.scan_apart(Stuck(sys.argv[1]), {'253:0': 'dm-0'}, deadline=1.0)
+sys.stdout.write(json.dumps({'unscanned': found['unscanned'], 'threads': threading.active_count()}) + '\n')
+sys.stdout.flush()
+sys.exit(0)  # as AnsibleModule.exit_json leaves
+'''
+
+
+def run_with_limit(args, limit, env):
+    """(returncode or None when still running after ``limit`` seconds (then killed), stdout): Python 2.7 too."""
+    import subprocess
+    import time
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    until = time.time() + limit
+    while proc.poll() is None and time.time() < until:
+        time.sleep(0.05)
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+        return None, proc.stdout.read()
+    return proc.returncode, proc.stdout.read()
+
+
+def test_a_read_of_proc_that_never_returns_cannot_keep_the_module_from_exiting(host):
+    """The module prints its result and exits although the scan's read of /proc/PID/maps never returns; its own
+    process keeps no thread in that read (a thread stuck in the kernel would keep the process, and its output,
+    alive), and the child that made the read is gone."""
+    import json
+    import sys
+    oak(host)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    code, out = run_with_limit([sys.executable, '-c', STUCK_SCRIPT, host.root], 60, env)
+    assert code == 0, out
+    result = json.loads(out.decode('utf-8').strip().splitlines()[-1])
+    assert [(u['pid'], u['reason'].split(' (')[0]) for u in result['unscanned']] == [
+        (4242, "its /proc entries did not answer within the scan's deadline")]
+    assert result['threads'] == 1
+
+
+def test_the_scan_apart_gives_what_the_scan_gives(host):
+    oak(host)
+    lucene(host)
+    apart = readers_scan.scan_apart(host.proc_procfs(), NUMBERS)
+    here = scan(host)
+    for found in (apart, here):
+        del found['time'], found['cost']['seconds']
+    assert apart == here and [r['pid'] for r in apart['readers']] == [4242, 4300]
+    procfs = host.proc_procfs()
+    procfs.proc = host.path('/nowhere')
+    with pytest.raises(readers_scan.ReadersError) as info:
+        readers_scan.scan_apart(procfs, NUMBERS)
+    assert str(info.value).startswith('cannot list %s: ' % host.path('/nowhere'))
