@@ -201,6 +201,31 @@ def _mount_of_path(mounts, path):
     return best
 
 
+# Files the system itself maps into many processes, read-only and shared, that are never an application's data:
+# the name service caches every process that looks up a user or group maps (SSSD's memory cache, sss_nss_mc: its
+# client keeps the descriptor; nscd's databases, whose clients close it) and udev's hardware database. A random
+# lookup there reads a few pages of a file of a few MiB that stays in the page cache; none is AEM's repository.
+# So a device target on the root disk of an IdM- or AD-joined host does not name sshd, crond and bash.
+SYSTEM_SHARED = ('/var/lib/sss/mc/', '/var/db/nscd/', '/var/cache/nscd/', '/etc/udev/hwdb.bin',
+                 '/usr/lib/udev/hwdb.bin', '/lib/udev/hwdb.bin')
+
+
+def system_shared(path):
+    """Whether ``path`` (as the process sees it) is one of the files of :data:`SYSTEM_SHARED`."""
+    return any(path == p or (p.endswith('/') and path.startswith(p)) for p in SYSTEM_SHARED)
+
+
+def drop_system_files(opened, mapped):
+    """Leave out of one process's files ({(dev, ino): {fd: path}} open, {(dev, ino): path} mapped) those
+    :func:`system_shared` names, by any of their paths: they are not readers (the rule is in docs/design.md)."""
+    for key in [k for k, path in mapped.items() if system_shared(path)]:
+        mapped.pop(key)
+        opened.pop(key, None)
+    for key in [k for k, fds in opened.items() if any(system_shared(path) for path in fds.values())]:
+        opened.pop(key)
+        mapped.pop(key, None)
+
+
 _MAPS_LINE = re.compile(r'^[0-9a-f]+-[0-9a-f]+ (\S+) [0-9a-f]+ ([0-9a-f]+):([0-9a-f]+) ([0-9]+)(?: +(.*))?$')
 
 
@@ -398,6 +423,7 @@ class _Scan(object):
         mapped, program = parse_maps(maps_text, self.numbers) if any(h in maps_text for h in self.hints) else ({}, ())
         for key in program:
             opened.pop(key, None)  # its own program text, open as a file too (a JVM's lib/modules)
+        drop_system_files(opened, mapped)
         if not opened and not mapped:
             return None
         try:
@@ -478,9 +504,8 @@ def _unscanned(state, pids, deadline):
 def scan_apart(procfs, numbers, deadline=SCAN_DEADLINE, min_bytes=0):
     """:func:`scan` in a child process: the module keeps no thread of its own in a read of /proc.
 
-    A read of /proc/PID/maps waits for the process's memory-map lock, uninterruptibly on kernels before 5.2
-    (``m_start`` in fs/proc/task_mmu.c took ``down_read``; "proc: use down_read_killable mmap_sem for
-    /proc/pid/maps" made it killable in v5.2): RHEL 7's 3.10, RHEL 8's 4.18 unless it carries the change. A
+    A read of /proc/PID/maps waits for the process's memory-map lock, uninterruptibly where ``m_start``
+    (fs/proc/task_mmu.c) takes it with a plain ``down_read`` (older kernels; later ones take it killable). A
     thread stuck there keeps its whole process alive, and with it the descriptors the threads share: the module's
     output, which Ansible reads to its end. So the scan runs in a child with its own descriptors (its standard
     streams on /dev/null, none of the module's kept), which hands the result back through a pipe and is killed

@@ -136,14 +136,16 @@ options:
       - Which files are readers. A descriptor open for reading on a regular file larger than the new
         window, and a shared read-only mapping (as Oak maps its tar files); never program text (a file
         the process maps executable, with its other mappings), private mappings (C(locale-archive)),
-        writable mappings or write-only descriptors. So a device target on the root disk names AEM and
-        its data, not the shells and daemons that run from it.
+        writable mappings or write-only descriptors, nor the files the system maps into many processes
+        (the name service caches of SSSD, C(/var/lib/sss/mc), and nscd, and udev's hwdb). So a device
+        target on the root disk names AEM and its data, not the shells and daemons that run from it.
       - How they are found, without touching other filesystems. The device of a descriptor comes from
         C(/proc/PID/fdinfo/N) (C(mnt_id)) and the process's C(mountinfo); only descriptors on the tuned
         devices are C(stat)ed, so a hung NFS or FUSE mount is never touched. Mappings carry their
         device in C(/proc/PID/maps). The scan has a 20-second deadline; the processes it did not reach
-        are named in C(readers.unscanned). C(readers.scan) reports its cost. The scan runs after the
-        module's locks are released.
+        are named in C(readers.unscanned). C(readers.scan) reports its cost. The scan runs in a child
+        process, so that a read of C(/proc) that never returns cannot keep the module from exiting, and
+        after the module's locks are released.
       - Which readers may be stale. The module records, in C(/run/aemops-os-tuning/readers.json),
         the device's value and the open files that were still stale after each run. While sysfs
         still reads that value and the run does not change it, a file is stale only when the

@@ -298,3 +298,35 @@ def test_the_scan_apart_gives_what_the_scan_gives(host):
     with pytest.raises(readers_scan.ReadersError) as info:
         readers_scan.scan_apart(procfs, NUMBERS)
     assert str(info.value).startswith('cannot list %s: ' % host.path('/nowhere'))
+
+
+# -- the system's own shared mappings (issue 39) -----------------------------------------------------
+
+def sss_client(host, pid, comm, unit, fds=None, maps=()):
+    """A process that looked up a user through SSSD: its client maps the memory cache read-only and shared and
+    keeps the descriptors (sss_nss_mc)."""
+    held = {5: ('/var/lib/sss/mc/passwd', '259:1', 60), 6: ('/var/lib/sss/mc/initgroups', '259:1', 61)}
+    held.update(fds or {})
+    host.add_process(pid, comm, 900 + pid, unit=unit, fds=held, maps=[
+        '10-20 r--s 00000000 103:01 60 /var/lib/sss/mc/passwd',
+        '20-30 r--s 00000000 103:01 61 /var/lib/sss/mc/initgroups (deleted)'] + list(maps))
+
+
+def test_the_name_service_caches_on_the_root_disk_are_not_readers(host):
+    """A device target on the root disk of an IdM- or AD-joined host names AEM's data, not sshd, crond and bash
+    for SSSD's memory cache, nor a process that maps nscd's database (its descriptor closed) or the hwdb."""
+    sss_client(host, 700, 'sshd', 'sshd.service')
+    sss_client(host, 710, 'crond', 'crond.service')
+    sss_client(host, 720, 'bash', 'session-3.scope')
+    host.add_process(730, 'id', 990, unit='session-3.scope', maps=[
+        '40-50 r--s 00000000 103:01 70 /var/db/nscd/passwd',
+        '50-60 r--s 00000000 103:01 71 /etc/udev/hwdb.bin'])
+    sss_client(host, 4242, 'java', 'aem.service', fds={10: ('/srv/aem/segmentstore/data00000a.tar', '259:1', 131)},
+               maps=['70-71 r--s 00000000 103:01 131 /srv/aem/segmentstore/data00000a.tar'])
+    found = readers_scan.scan(host.proc_procfs(), ROOT_DISK)
+    assert [(r['pid'], [(f['path'], f['fds'], f['mapped']) for f in r['files']]) for r in found['readers']] == [
+        (4242, [('/srv/aem/segmentstore/data00000a.tar', [10], True)])]
+    # the rule is the path as the process sees it, not a prefix of a name that merely starts alike
+    assert [readers_scan.system_shared(p) for p in ('/var/lib/sss/mc/group', '/var/lib/sss/mcx/passwd',
+                                                    '/etc/udev/hwdb.bin', '/etc/udev/hwdb.bin.new')] == [
+        True, False, True, False]
