@@ -144,4 +144,3 @@ def mark_changed(root, names_by_number, now=None):
         record['devices'][number] = {'name': name, 'kb': CHANGED_KB, 'seq': None,
                                      'since': now if now is not None else time.time(), 'stale': []}
     write_record(root, record)
-

@@ -191,4 +191,3 @@ def refresh(root, planned, syscalls=None):
         out.append({'entry': entry, 'refreshed': refreshed, 'vanished': vanished, 'failed': failed,
                     'why': refused[0] if refused else None, 'reason': refused[1] if refused else None})
     return out
-

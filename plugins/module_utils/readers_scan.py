@@ -57,6 +57,7 @@ class ReadersError(Exception):
 # it the run goes on and names the processes it did not reach (reading /proc/PID/maps waits for
 # the process's mmap lock, which a fault on a hung mount can hold).
 
+
 def devnum_text(dev):
     """``253:0`` for a device number as ``stat`` gives it."""
     return '%d:%d' % (os.major(dev), os.minor(dev))
@@ -604,4 +605,3 @@ def _unreadable(procfs, pid, error):
         pass
     return {'pid': pid, 'comm': comm, 'start_ticks': start_ticks,
             'reason': 'cannot read /proc/%d: %s' % (pid, files.describe_os_error(error))}
-

@@ -206,5 +206,3 @@ def plan_refresh(assessed, scope, only=(), enabled=True, cannot=None):
         else:
             out['refresh'].append((entry, fds))
     return out
-
-

@@ -81,6 +81,6 @@ def booted_host(host, rule_age=3600, initialized_s=4.5):
 
 
 def settled(host, record=None, persisted=32, changed=()):
-    return readers_verdict.settled_since(host.root, {'253:0': {'name': 'dm-0', 'kernel': 'dm-0', 'kb': 32, 'seq': None}},
-                                 record, 'boot-2', set(changed), {'dm-0': persisted},
-                                 ['/etc/udev/rules.d/90-aemops-read-ahead.rules'], 1764650000)
+    devices = {'253:0': {'name': 'dm-0', 'kernel': 'dm-0', 'kb': 32, 'seq': None}}
+    return readers_verdict.settled_since(host.root, devices, record, 'boot-2', set(changed), {'dm-0': persisted},
+                                         ['/etc/udev/rules.d/90-aemops-read-ahead.rules'], 1764650000)

@@ -36,7 +36,7 @@ def test_a_survey_names_what_it_found_and_the_report_and_record_follow(host):
     planned = readers.reader_report(surveyed)
     assert [r['pid'] for r in planned['refreshed']] == [4242] and [r['pid'] for r in planned['needs_restart']] == [4300]
     assert readers.still_stale(surveyed) == {'253:0': set([(4242, 5000, 10, 131), (4242, 5000, 11, 132),
-                                                         (4300, 5100, readers_record.MAPPING_ONLY, 200)])}
+                                                           (4300, 5100, readers_record.MAPPING_ONLY, 200)])}
     done = readers_refresh.refresh(host.root, surveyed.plan['refresh'], sys)
     written = []
     report, warnings = readers.report_and_record(host.root, surveyed, done, lambda root, rec: written.append(rec))

@@ -30,8 +30,8 @@ def test_record_round_trip_and_new_record(host):
     old = record(stale=[(1, 2, 3, 4)])
     old['devices']['259:2'] = {'name': 'nvme1n1', 'kb': 128, 'seq': 7, 'since': 1.0, 'stale': []}
     new = readers_record.new_record(old, DEVICES, set(['253:0']), 'boot-1', 1764659999.0,
-                             {'253:0': set([(4300, 5100, -1, 200)])},
-                             [{'pid': 9, 'start_ticks': 10, 'comm': 'x', 'reason': 'r'}])
+                                    {'253:0': set([(4300, 5100, -1, 200)])},
+                                    [{'pid': 9, 'start_ticks': 10, 'comm': 'x', 'reason': 'r'}])
     assert new == {'format': 1, 'boot_id': 'boot-1', 'devices': {
         '253:0': {'name': 'dm-0', 'kb': 32, 'seq': None, 'since': 1764650100.0,
                   'stale': [[4300, 5100, -1, 200], [9, 10, -2, 0]]},

@@ -39,7 +39,7 @@ def test_parse_maps_keeps_spaces_drops_deleted_skips_other_devices_and_anonymous
             '7f4-7f5 rw-p 00000000 00:00 0                          [heap]\n'
             'garbage line\n')
     assert readers_scan.parse_maps(text, NUMBERS) == ({('253:0', 200): '/srv/my files/a b.tar',
-                                                  ('253:0', 201): '/srv/plain.tar'}, set())
+                                                       ('253:0', 201): '/srv/plain.tar'}, set())
 
 
 def test_parse_maps_large_device_numbers_are_hex():
@@ -75,8 +75,9 @@ def test_scan_finds_descriptors_and_mappings_by_device_number(host):
     assert o['files'][0]['path'] == SEG + '/data00000a.tar'
     assert [(f['ino'], f['fds'], f['mapped'], f['path']) for f in lu['files']] == [
         (200, [], True, '/opt/aem/crx-quickstart/repository/index/lucene 1/_0.cfs')]
-    assert readers.reported_reader(o) == {'pid': 4242, 'comm': 'java', 'unit': 'aem.service', 'start': '2025-12-02T04:34:10Z',
-                                   'fds': 2, 'mappings': 2, 'mapped_without_fd': 0}
+    assert readers.reported_reader(o) == {'pid': 4242, 'comm': 'java', 'unit': 'aem.service',
+                                          'start': '2025-12-02T04:34:10Z', 'fds': 2, 'mappings': 2,
+                                          'mapped_without_fd': 0}
     assert readers.reported_reader(lu)['mapped_without_fd'] == 1
 
 
@@ -128,7 +129,7 @@ def test_parse_fdinfo_and_mountinfo():
             'garbage\n'
             'x 1 0:1 / /y rw - tmpfs t rw\n')
     assert readers_scan.parse_mountinfo(text) == {22: {'dev': '253:0', 'point': '/opt/aem'},
-                                             40: {'dev': '0:55', 'point': '/mnt/my share'}}
+                                                  40: {'dev': '0:55', 'point': '/mnt/my share'}}
 
 
 def test_a_file_on_a_hung_mount_is_never_stat_ed_nor_named(host):
