@@ -202,18 +202,22 @@ def _mount_of_path(mounts, path):
     return best
 
 
-# Files the system itself maps into many processes, read-only and shared, that are never an application's data:
-# the name service caches every process that looks up a user or group maps (SSSD's memory cache, sss_nss_mc: its
-# client keeps the descriptor; nscd's databases, whose clients close it) and udev's hardware database. A random
-# lookup there reads a few pages of a file of a few MiB that stays in the page cache; none is AEM's repository.
-# So a device target on the root disk of an IdM- or AD-joined host does not name sshd, crond and bash.
-SYSTEM_SHARED = ('/var/lib/sss/mc/', '/var/db/nscd/', '/var/cache/nscd/', '/etc/udev/hwdb.bin',
-                 '/usr/lib/udev/hwdb.bin', '/lib/udev/hwdb.bin')
+# Files of the system itself, which many processes map read-only and shared or hold open, and which are never an
+# application's data: the distribution's trees (libraries, their caches such as glibc's gconv-modules.cache, which
+# every shell that converts a character set maps shared; udev's hwdb; the JVM's own lib/modules), the configuration
+# in /etc, and the name service caches every process that looks up a user or group maps (SSSD's memory cache,
+# sss_nss_mc, whose client keeps the descriptor; nscd's databases, whose clients close it). A lookup there reads a
+# few pages of a file of a few MiB that stays in the page cache; none is AEM's repository. So a device target on
+# the root disk (of an IdM- or AD-joined host too) does not name sshd, crond and bash. /usr/local is the site's own
+# and is not among them.
+SYSTEM_SHARED = ('/usr/', '/etc/', '/lib/', '/lib64/', '/bin/', '/sbin/', '/var/lib/sss/mc/', '/var/db/nscd/',
+                 '/var/cache/nscd/')
+SITE_LOCAL = '/usr/local/'
 
 
 def system_shared(path):
-    """Whether ``path`` (as the process sees it) is one of the files of :data:`SYSTEM_SHARED`."""
-    return any(path == p or (p.endswith('/') and path.startswith(p)) for p in SYSTEM_SHARED)
+    """Whether ``path`` (as the process sees it) is a file of the system itself (:data:`SYSTEM_SHARED`)."""
+    return not path.startswith(SITE_LOCAL) and any(path.startswith(p) for p in SYSTEM_SHARED)
 
 
 def drop_system_files(opened, mapped):

@@ -136,9 +136,10 @@ options:
       - Which files are readers. A descriptor open for reading on a regular file larger than the new
         window, and a shared read-only mapping (as Oak maps its tar files); never program text (a file
         the process maps executable, with its other mappings), private mappings (C(locale-archive)),
-        writable mappings or write-only descriptors, nor the files the system maps into many processes
-        (the name service caches of SSSD, C(/var/lib/sss/mc), and nscd, and udev's hwdb). So a device
-        target on the root disk names AEM and its data, not the shells and daemons that run from it.
+        writable mappings or write-only descriptors, nor the files of the system itself (under C(/usr)
+        but not C(/usr/local), C(/etc), C(/lib), C(/lib64), C(/bin), C(/sbin), and the name service
+        caches of SSSD, C(/var/lib/sss/mc), and nscd). So a device target on the root disk names AEM
+        and its data, not the shells and daemons that run from it.
       - How they are found, without touching other filesystems. The device of a descriptor comes from
         C(/proc/PID/fdinfo/N) (C(mnt_id)) and the process's C(mountinfo); only descriptors on the tuned
         devices are C(stat)ed, so a hung NFS or FUSE mount is never touched. Mappings carry their

@@ -315,19 +315,26 @@ def sss_client(host, pid, comm, unit, fds=None, maps=()):
 
 def test_the_name_service_caches_on_the_root_disk_are_not_readers(host):
     """A device target on the root disk of an IdM- or AD-joined host names AEM's data, not sshd, crond and bash
-    for SSSD's memory cache, nor a process that maps nscd's database (its descriptor closed) or the hwdb."""
+    for SSSD's memory cache, nor a process that maps nscd's database (its descriptor closed), the hwdb or glibc's
+    gconv cache (every shell on a real host here), nor the JVM's own files; an application under /usr/local is the
+    site's and still counts."""
     sss_client(host, 700, 'sshd', 'sshd.service')
     sss_client(host, 710, 'crond', 'crond.service')
     sss_client(host, 720, 'bash', 'session-3.scope')
     host.add_process(730, 'id', 990, unit='session-3.scope', maps=[
         '40-50 r--s 00000000 103:01 70 /var/db/nscd/passwd',
-        '50-60 r--s 00000000 103:01 71 /etc/udev/hwdb.bin'])
-    sss_client(host, 4242, 'java', 'aem.service', fds={10: ('/srv/aem/segmentstore/data00000a.tar', '259:1', 131)},
+        '50-60 r--s 00000000 103:01 71 /etc/udev/hwdb.bin',
+        '60-70 r--s 00000000 103:01 72 /usr/lib64/gconv/gconv-modules.cache'])
+    sss_client(host, 4242, 'java', 'aem.service', fds={10: ('/srv/aem/segmentstore/data00000a.tar', '259:1', 131),
+                                                       11: ('/usr/lib/jvm/lib/modules', '259:1', 77)},
                maps=['70-71 r--s 00000000 103:01 131 /srv/aem/segmentstore/data00000a.tar'])
+    host.add_process(4500, 'java', 6000, unit='aem-author.service', maps=[
+        '80-81 r--s 00000000 103:01 140 /usr/local/aem/crx-quickstart/repository/index/_0.cfs'])
     found = readers_scan.scan(host.proc_procfs(), ROOT_DISK)
     assert [(r['pid'], [(f['path'], f['fds'], f['mapped']) for f in r['files']]) for r in found['readers']] == [
-        (4242, [('/srv/aem/segmentstore/data00000a.tar', [10], True)])]
-    # the rule is the path as the process sees it, not a prefix of a name that merely starts alike
+        (4242, [('/srv/aem/segmentstore/data00000a.tar', [10], True)]),
+        (4500, [('/usr/local/aem/crx-quickstart/repository/index/_0.cfs', [], True)])]
+    # the rule is the path as the process sees it: a directory, not a name that merely starts alike
     assert [readers_scan.system_shared(p) for p in ('/var/lib/sss/mc/group', '/var/lib/sss/mcx/passwd',
-                                                    '/etc/udev/hwdb.bin', '/etc/udev/hwdb.bin.new')] == [
-        True, False, True, False]
+                                                    '/usr/share/x', '/usrdata/x', '/usr/local/x')] == [
+        True, False, True, False, False]
