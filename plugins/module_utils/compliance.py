@@ -35,7 +35,7 @@ import json
 import os
 import re
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import ebs, runstate
+from ansible_collections.aemops.os_tuning.plugins.module_utils import aem, ebs, runstate
 
 
 # Python 2's long and unicode without naming them (int and str on Python 3).
@@ -560,7 +560,7 @@ def reading(facts, resolved):
 
 def reader_scope(facts, resolved):
     """{governing device: None (a device target: every file on it) or [target paths]}: whose running
-    readers count (module_utils/readers.py). Devices beneath (``underlying``) hold no files of their own."""
+    readers count (module_utils/readers.py, readers_verdict.in_scope). Devices beneath (``underlying``) hold no files of their own."""
     scope = {}
     for path in resolved.get('targets', []):
         device = facts.get('paths', {}).get(path, {}).get('device')
@@ -578,17 +578,13 @@ def _reader_misses(facts):
     result = []
     readers = facts.get('readers') or {}
     for r in readers.get('stale') or []:
-        result.append(miss(_reader_subject(r), 'reader', '%s, so it still reads with the earlier, larger window: run '
+        result.append(miss(aem.label(r), 'reader', '%s, so it still reads with the earlier, larger window: run '
                            'the role in apply mode (read_ahead refreshes it in place) or restart it' % r.get('reason'),
                            unit=r.get('unit')))
     for r in readers.get('needs_restart') or []:
-        result.append(miss(_reader_subject(r), 'reader_restart', '%s: restart it in your next window '
+        result.append(miss(aem.label(r), 'reader_restart', '%s: restart it in your next window '
                            '(aem_tuning_restart_stale_aem: true restarts AEM\'s unit)' % r.get('reason'), unit=r.get('unit')))
     return result
-
-
-def _reader_subject(r):
-    return 'pid %s (%s%s)' % (r.get('pid'), r.get('comm'), ', %s' % r['unit'] if r.get('unit') else '')
 
 
 def _device_labels(facts, resolved):

@@ -259,18 +259,6 @@ def read_samples(root, names, nvme=None):
     return dict((disk, read_sample(root, disk, nvme)) for disk in nvme_disks(root, names))
 
 
-def targeted(facts):
-    """The devices whose EBS statistics tuning_facts reports, from its facts: with a plan, the device of each target
-    path and each device given (ebs_stats finds the NVMe disks beneath them); without one, every NVMe namespace."""
-    plan = facts.get('plan')
-    if plan is None:
-        return sorted(n for n, info in (facts.get('block_devices') or {}).items() if (info or {}).get('type') == 'nvme')
-    paths = facts.get('paths') or {}
-    names = [(paths.get(p) or {}).get('device') for p in plan.get('targets') or []]
-    names += [n for _spec, n in sorted((plan.get('devices') or {}).items())]
-    return [n for n in names if n]
-
-
 # ---------------------------------------------------------------------------------------------
 # Two samples: rates
 

@@ -15,7 +15,7 @@ Nothing found there is trusted until checked, whatever planted it:
 * a directory: a real directory (not a symbolic link), owned by root or by this run's user,
   not writable by group or others (:func:`check_dir`);
 * a file: opened with ``O_NOFOLLOW | O_NONBLOCK``, then ``fstat``: a regular file, owned by
-  this run's user, with one link (:func:`open_verified`). Only a file checked so is truncated,
+  this run's user, with one link, not writable by group or others (:func:`open_verified`). Only a file checked so is truncated,
   written or unlinked.
 
 Anything else is refused with :class:`UnsafeStateError`, whose message names the path, what is
@@ -215,7 +215,8 @@ def _mkdir(path, mode, created):
 
 
 def check_fd(fd, display):
-    """Raise UnsafeStateError unless the open ``fd`` is a regular file owned by this run's user with one link."""
+    """Raise UnsafeStateError unless the open ``fd`` is a regular file owned by this run's user with one link, not
+    writable by group or others (the rule of its directory, :func:`dir_problem`)."""
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
         _refuse(display, 'is %s, not a regular file' % file_kind(st.st_mode))
@@ -227,6 +228,8 @@ def check_fd(fd, display):
                 % (_user(st.st_uid), st.st_uid, euid()))
     if st.st_nlink != 1:
         _refuse(display, 'has %d hard links (another name of the same file elsewhere)' % st.st_nlink)
+    if stat.S_IMODE(st.st_mode) & 0o022:
+        _refuse(display, 'is writable by group or others (mode %04o)' % stat.S_IMODE(st.st_mode))
     return st
 
 

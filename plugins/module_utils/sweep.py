@@ -54,7 +54,7 @@ import threading
 import time
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    blockdev, compliance, ebs, ebs_stats, probe, readers, runstate)
+    blockdev, compliance, ebs, ebs_stats, probe, readers_record, readers_scan, runstate)
 from ansible_collections.aemops.os_tuning.plugins.module_utils.files import read_text, remove_file, root_path
 
 KIB = 1024
@@ -912,11 +912,11 @@ def _mark_readers(the_plan):
     written stops the sweep before any change."""
     root, device = the_plan['root'], the_plan['device']
     try:
-        readers.mark_changed(root, readers.device_numbers(root, [device])[0])
+        readers_record.mark_changed(root, readers_scan.device_numbers(root, [device])[0])
     except (IOError, OSError, runstate.FileError) as e:
         runstate.remove_state(the_plan['state_file'], _display(the_plan['state_file']))
         raise SweepError('the sweep did not start, nothing was changed: cannot mark %s in %s (%s).'
-                         % (device, readers.RECORD_PATH, getattr(e, 'strerror', None) or e))
+                         % (device, readers_record.RECORD_PATH, getattr(e, 'strerror', None) or e))
 
 
 def run(the_plan, hooks=None, pid=None):

@@ -136,14 +136,17 @@ options:
       - Which files are readers. A descriptor open for reading on a regular file larger than the new
         window, and a shared read-only mapping (as Oak maps its tar files); never program text (a file
         the process maps executable, with its other mappings), private mappings (C(locale-archive)),
-        writable mappings or write-only descriptors. So a device target on the root disk names AEM and
-        its data, not the shells and daemons that run from it.
+        writable mappings or write-only descriptors, nor the files of the system itself (under C(/usr)
+        but not C(/usr/local), C(/etc), C(/lib), C(/lib64), C(/bin), C(/sbin), and the name service
+        caches of SSSD, C(/var/lib/sss/mc), and nscd). So a device target on the root disk names AEM
+        and its data, not the shells and daemons that run from it.
       - How they are found, without touching other filesystems. The device of a descriptor comes from
         C(/proc/PID/fdinfo/N) (C(mnt_id)) and the process's C(mountinfo); only descriptors on the tuned
         devices are C(stat)ed, so a hung NFS or FUSE mount is never touched. Mappings carry their
         device in C(/proc/PID/maps). The scan has a 20-second deadline; the processes it did not reach
-        are named in C(readers.unscanned). C(readers.scan) reports its cost. The scan runs after the
-        module's locks are released.
+        are named in C(readers.unscanned). C(readers.scan) reports its cost. The scan runs in a child
+        process, so that a read of C(/proc) that never returns cannot keep the module from exiting, and
+        after the module's locks are released.
       - Which readers may be stale. The module records, in C(/run/aemops-os-tuning/readers.json),
         the device's value and the open files that were still stale after each run. While sysfs
         still reads that value and the run does not change it, a file is stale only when the
@@ -361,7 +364,8 @@ readers:
 '''
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.aemops.os_tuning.plugins.module_utils import files, read_ahead_plan, readers, tuned, udev_rules
+from ansible_collections.aemops.os_tuning.plugins.module_utils import (
+    files, read_ahead_plan, readers, readers_refresh, readers_scan, runstate, tuned, udev_rules)
 
 ROOT = '/'
 
@@ -375,20 +379,19 @@ def refresh_readers(module, root, plan, after_kb):
     try:
         surveyed = readers.survey(root, kb, scope, changed_names, p['refresh_only'], p['refresh_readers'],
                                   persisted=persisted, config_paths=[p['rules_file']])
-    except readers.ReadersError as e:
+    except readers_scan.ReadersError as e:
         module.warn('cannot look for the processes that read the targets: %s' % e)
         return None, False, None
     if module.check_mode:
-        report = readers.outcome(surveyed)[0]
+        report = readers.reader_report(surveyed)
     else:
-        done = readers.refresh(root, surveyed['plan']['refresh'])
-        report, warnings = readers.finish(root, surveyed, done,
-                                          lambda r, record: readers.write_record(r, record, module))
+        done = readers_refresh.refresh(root, surveyed.plan['refresh'])
+        report, warnings = readers.report_and_record(root, surveyed, done)
         for warning in warnings:
             module.warn(warning)
     for warning in readers.warnings_for(report):
         module.warn(warning)
-    return report, bool(report['refreshed']), readers.diff(surveyed, report) if module._diff else None
+    return report, bool(report['refreshed']), readers.diff_entry(surveyed, report) if module._diff else None
 
 
 def run(module, snap):
@@ -443,9 +446,15 @@ def _run_locked(module, snap, p, kb, warnings):
 
 def with_readers(module, root, ran):
     """The run's result with its running readers refreshed: after the locks are released, so that no lock of the
-    collection is held while other processes' files are scanned."""
+    collection is held while other processes' files are scanned. The read-ahead is set by then: a reader step that
+    fails on a file it cannot use is a warning, and the result is still returned."""
     result, plan, after_kb = ran
-    reader_report, refreshed, reader_diff = refresh_readers(module, root, plan, after_kb)
+    try:
+        reader_report, refreshed, reader_diff = refresh_readers(module, root, plan, after_kb)
+    except (IOError, OSError, runstate.FileError) as e:
+        module.warn('readers: the running readers were not handled (%s); the read-ahead was set as reported'
+                    % (files.describe_os_error(e) if isinstance(e, (IOError, OSError)) else e))
+        reader_report, refreshed, reader_diff = None, False, None
     result['changed'] = result['changed'] or refreshed
     result['readers'] = reader_report
     if reader_diff:

@@ -289,8 +289,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    blockdev, bootloader, compliance, ebs_stats, files, host, kernel_readahead, read_ahead_plan, readers, runstate,
-    snapshot_fact, sweep, thp, tuned, udev_rules)
+    blockdev, bootloader, compliance, ebs_stats, files, host, kernel_readahead, read_ahead_plan, readers, readers_scan,
+    runstate, snapshot_fact, sweep, thp, tuned, udev_rules)
 
 ROOT = '/'
 SKIP_PREFIXES = ('ram', 'zram', 'sr', 'fd')
@@ -595,10 +595,22 @@ def reader_facts(root, facts, plan):
     kb = dict((name, i['read_ahead_kb']) for name, i in info.items() if i.get('read_ahead_kb') is not None)
     persisted = dict((name, i['rule']) for name, i in info.items() if i.get('rule') is not None)
     try:
-        return readers.audit(readers.survey(root, kb, scope, persisted=persisted,
-                                            config_paths=[udev_rules.RULES_FILE]))
-    except readers.ReadersError as e:
+        return readers.audit_report(readers.survey(root, kb, scope, persisted=persisted,
+                                                   config_paths=[udev_rules.RULES_FILE]))
+    except readers_scan.ReadersError as e:
         raise OSError(str(e))
+
+
+def ebs_devices(facts):
+    """The devices whose EBS statistics these facts report (module_utils/ebs_stats.py finds the NVMe disks beneath
+    them): with a plan, the device of each target path and each device given; without one, every NVMe namespace."""
+    plan = facts.get('plan')
+    if plan is None:
+        return sorted(n for n, info in (facts.get('block_devices') or {}).items() if (info or {}).get('type') == 'nvme')
+    paths = facts.get('paths') or {}
+    names = [(paths.get(p) or {}).get('device') for p in plan.get('targets') or []]
+    names += [n for _spec, n in sorted((plan.get('devices') or {}).items())]
+    return [n for n in names if n]
 
 
 def run(module, root):
@@ -626,7 +638,7 @@ def run(module, root):
         facts['readers'] = guarded(facts['errors'], 'readers', None, reader_facts, root, facts, plan)
     if plan is not None:
         facts['plan'] = plan
-    facts['ebs'] = guarded(facts['errors'], 'EBS statistics', {}, ebs_stats.samples, root, ebs_stats.targeted(facts))
+    facts['ebs'] = guarded(facts['errors'], 'EBS statistics', {}, ebs_stats.samples, root, ebs_devices(facts))
     if plan is not None:
         found = [compliance.miss('intent', 'invalid', e) for e in plan['errors']]
         found += compliance.misses(facts, intent, plan, verify)

@@ -451,7 +451,7 @@ class FakeHost(object):
 
 
 class FakeProcFs(object):
-    """The /proc reads of readers.scan on a FakeHost: ``stat`` through a descriptor link gives the device
+    """The /proc reads of readers_scan.scan on a FakeHost: ``stat`` through a descriptor link gives the device
     and inode recorded by add_process (a fake tree's link cannot point into another filesystem).
     ``unreadable`` {pid: errno} makes that process's fd directory fail; ``exits`` {pid} makes a
     process vanish when its fd directory is listed (it exited during the scan); ``slow`` {pid: seconds}
@@ -489,8 +489,8 @@ class FakeProcFs(object):
 
     def read(self, path):
         self.reads.append(path)
-        from ansible_collections.aemops.os_tuning.plugins.module_utils import readers
-        return readers._read(path)
+        from ansible_collections.aemops.os_tuning.plugins.module_utils import readers_scan
+        return readers_scan.proc_text(path)
 
     def stat(self, path):
         self.stats.append(path)
@@ -505,8 +505,8 @@ class FakeProcFs(object):
 
 
 class FakeSyscalls(object):
-    """readers.Syscalls of a fake kernel over FakeHost processes: ``fail`` {call: errno} makes that call
-    fail (the probe of readers.refresh_support too, listed in ``probes``); a duplicate refers to the (dev, ino)
+    """readers_refresh.Syscalls of a fake kernel over FakeHost processes: ``fail`` {call: errno} makes that call
+    fail (the probe of readers_refresh.refresh_support too, listed in ``probes``); a duplicate refers to the (dev, ino)
     add_process gave the descriptor. Records every other call and
     keeps the descriptors it handed out in ``open_fds`` until they are closed."""
 
@@ -529,7 +529,7 @@ class FakeSyscalls(object):
             raise OSError(self.fail[call], os.strerror(self.fail[call]))
 
     def pidfd_open(self, pid):
-        if pid == 0:  # readers.refresh_support's probe: pid 0 is never valid
+        if pid == 0:  # readers_refresh.refresh_support's probe: pid 0 is never valid
             self.probes.append('pidfd_open')
             self._maybe_fail('pidfd_open')
             raise OSError(errno.EINVAL, os.strerror(errno.EINVAL))

@@ -126,6 +126,22 @@ def test_open_verified_refuses_another_users_file(tmpdir):
     assert 'owned by' in str(info.value) and 'uid 4242' in str(info.value)
 
 
+@pytest.mark.parametrize('mode', [0o666, 0o620, 0o602])
+def test_open_verified_refuses_a_file_group_or_others_may_write(tmpdir, mode):
+    """Issue 39: a state file of the right owner that anybody may have written is refused, as its directory would
+    be (dir_problem); a file only its owner writes is used."""
+    path = os.path.join(_made(tmpdir), 'state.json')
+    with open(path, 'w') as f:
+        f.write('{}')
+    os.chmod(path, mode)
+    with pytest.raises(runstate.UnsafeStateError) as info:
+        runstate.open_verified(path, 'state.json')
+    assert 'state.json is writable by group or others (mode %04o)' % mode in str(info.value)
+    assert runstate.read_json(path, 'state.json', owned=True)[1].startswith('damaged: state.json: is writable by')
+    os.chmod(path, 0o644)
+    assert runstate.read_json(path, 'state.json', owned=True) == ({}, None)
+
+
 def test_open_verified_missing_is_none_or_created(tmpdir):
     path = os.path.join(_made(tmpdir), 'x.lock')
     assert runstate.open_verified(path) is None

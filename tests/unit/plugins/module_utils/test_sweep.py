@@ -486,11 +486,11 @@ def test_run_success_measures_each_value_and_restores(host):
     assert result['warnings'] == []
     assert all('timeline' not in r for r in result['results']) and vol.stopped == 0   # off by default
     # the readers' record knows the device was disturbed: files opened during the sweep count as stale (issue 35)
-    from ansible_collections.aemops.os_tuning.plugins.module_utils import readers
+    from ansible_collections.aemops.os_tuning.plugins.module_utils import readers_record
     if os.geteuid() == 0:
-        record = readers.read_record(host.root)[0]
+        record = readers_record.read_record(host.root)[0]
         assert [(n, d['name'], d['kb']) for n, d in record['devices'].items()] == [
-            (host.read('/sys/class/block/%s/dev' % the_plan['device']).strip(), the_plan['device'], readers.CHANGED_KB)]
+            (host.read('/sys/class/block/%s/dev' % the_plan['device']).strip(), the_plan['device'], readers_record.CHANGED_KB)]
 
 
 def test_run_records_whether_the_volume_hit_a_cap_at_each_value_from_its_own_page(host):

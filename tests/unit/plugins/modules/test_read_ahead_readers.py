@@ -13,7 +13,7 @@ import errno
 
 import pytest
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import readers
+from ansible_collections.aemops.os_tuning.plugins.module_utils import readers_record, readers_refresh, readers_scan
 from ansible_collections.aemops.os_tuning.plugins.modules import read_ahead
 from ansible_collections.aemops.os_tuning.tests.unit.utils import Env
 from fakehost import FakeSyscalls, nitro_host, nitro_tools, tree_checksum
@@ -26,8 +26,8 @@ class ReadersEnv(Env):
     def attach(self, monkeypatch):
         Env.attach(self, monkeypatch)
         self.sys = FakeSyscalls(self.host)
-        monkeypatch.setattr(readers, 'Syscalls', lambda: self.sys)
-        monkeypatch.setattr(readers, 'ProcFs', lambda root: self.host.proc_procfs())
+        monkeypatch.setattr(readers_refresh, 'Syscalls', lambda: self.sys)
+        monkeypatch.setattr(readers_scan, 'ProcFs', lambda root: self.host.proc_procfs())
         return self
 
 
@@ -35,7 +35,7 @@ class ReadersEnv(Env):
 def env(tmpdir, monkeypatch, module_exit):
     host = nitro_host(tmpdir.join('root'))
     host.mkdir('/etc/udev/rules.d')
-    host.write(readers.BOOT_ID, 'b0\n')
+    host.write(readers_record.BOOT_ID, 'b0\n')
     # Oak keeps its tar files open (FileAccess.Mapped); Lucene closed its index file after mmap.
     host.add_process(4242, 'java', 5000, fds={10: (SEG + '/data00000a.tar', '253:0', 131),
                                               11: (SEG + '/data00001a.tar', '253:0', 132)},
@@ -148,7 +148,7 @@ def test_a_refused_refresh_needs_a_restart_not_a_failure_and_is_tried_again(env,
     assert result['readers']['refreshed'] == []
     assert [(e['pid'], e['count'], e['why']) for e in result['readers']['needs_restart']] == [
         (4242, 2, [why]), (4300, 1, ['mapping_without_fd'])]
-    assert result['readers']['needs_restart'][0]['reason'] == readers.WHY[why].replace('%(count)d', '2')
+    assert result['readers']['needs_restart'][0]['reason'] == readers_refresh.WHY[why].replace('%(count)d', '2')
     assert result['readers']['kernel_refresh'] is (code != errno.ENOSYS)
     if code == errno.ENOSYS:  # probed once: no descriptor is even tried
         assert env.sys.calls == []
@@ -168,8 +168,8 @@ def reboot(env, initialized_s=4.5):
     """The role's reboot: /run is empty, a new boot id, the rules file older than the boot (btime 1764650000),
     udev initialised dm-0 4.5 s after boot; the processes (started 50 s and more after boot) opened at 32."""
     import os
-    os.unlink(readers.record_path(env.root))
-    env.host.write(readers.BOOT_ID, 'b1\n')
+    os.unlink(readers_record.record_path(env.root))
+    env.host.write(readers_record.BOOT_ID, 'b1\n')
     os.utime(env.host.path('/etc/udev/rules.d/90-aemops-read-ahead.rules'), (1764640000, 1764640000))
     env.host.write('/run/udev/data/b253:0', env.host.read('/run/udev/data/b253:0') + 'I:%d\n' % (initialized_s * 1e6))
 
@@ -198,3 +198,55 @@ def test_a_linked_target_path_refreshes_the_files_under_the_link(env):
     assert result['readers']['links'] == {'/srv/aem-repo': REPO}
     assert 'readers: /srv/aem-repo is a link to %s; open files are matched under %s, as the kernel reports them.' % (
         REPO, REPO) in env.warnings
+
+
+# -- a damaged record (issue 39) --------------------------------------------------------------------
+
+def plant_record(env, kind):
+    """A record file that no run of the collection wrote, as a restore from backup can leave it."""
+    import json
+    import os
+    from ansible_collections.aemops.os_tuning.plugins.module_utils import runstate
+    runstate.run_dir(env.root)
+    path = readers_record.record_path(env.root)
+    content = json.dumps({'format': 1, 'boot_id': 'b0', 'devices': {}})
+    if kind == 'link':
+        os.symlink(env.host.write('/var/tmp/elsewhere.json', content), path)
+    elif kind == 'fifo':
+        os.mkfifo(path, 0o600)
+    else:
+        with open(path, 'w') as f:
+            f.write(content)
+        if kind == 'owner':
+            os.chown(path, 1000, 1000)
+        else:
+            os.chmod(path, 0o666)  # root's, but anybody could have written it
+    return path
+
+
+@pytest.mark.parametrize('kind, problem', [
+    ('link', 'is a symbolic link (to '),
+    ('fifo', 'is a FIFO (named pipe), not a regular file'),
+    ('owner', 'is owned by '),
+    ('writable', 'is writable by group or others (mode 0666)'),
+])
+def test_a_damaged_record_is_reported_and_the_result_kept(env, kind, problem):
+    """Issue 39: a record that is a link, a FIFO, another user's file or a file anybody may write is read as a
+    problem and ignored; the run refreshes the readers, reports them, names the file it did not replace, and leaves
+    the file as it found it. Every run after it does the same (it never fails until someone removes the file)."""
+    import os
+    if os.geteuid() != 0:
+        pytest.skip('the record must be owned by root')
+    path = plant_record(env, kind)
+    before = os.lstat(path)
+    for _run in range(2):
+        result = env.run({'paths': [REPO], 'read_ahead_kb': 32})
+        r = result['readers']
+        assert pids(r['refreshed']) == [(4242, 2)] and result['changed'] is True
+        assert r['record_problem'].startswith('damaged: /run/aemops-os-tuning/readers.json: ') and problem in r[
+            'record_problem']
+        written = [w for w in env.warnings if w.startswith('readers: the record was not written')]
+        assert len(written) == 1 and '/run/aemops-os-tuning/readers.json' in written[0] and problem in written[0]
+        assert 'readers: %s' % r['record_problem'] in env.warnings
+        after = os.lstat(path)
+        assert (after.st_ino, after.st_mode, after.st_uid) == (before.st_ino, before.st_mode, before.st_uid)

@@ -359,14 +359,14 @@ def test_the_sweep_settings_matter_only_with_auto(env):
 def test_running_readers_of_the_repository_are_misses_naming_pid_and_unit(env, monkeypatch, pidfd):
     """Set, but not in effect: Oak holds its tar files from before, a Lucene reader mapped and closed its file. On a
     kernel without pidfd_getfd (RHEL 7 and 8) the advice is a restart, never "apply refreshes it"."""
-    from ansible_collections.aemops.os_tuning.plugins.module_utils import readers
+    from ansible_collections.aemops.os_tuning.plugins.module_utils import readers_refresh, readers_scan
     import errno
     seg = REPO + '/segmentstore'
     env.host.add_process(4242, 'java', 5000, fds={10: (seg + '/data00000a.tar', '253:0', 131)})
     env.host.add_process(4300, 'java', 5100, maps=['7f0-7f1 r--s 00000000 fd:00 200 %s/index/_0.cfs' % REPO])
     env.host.add_process(7000, 'tar', 8000, unit='backup.service', fds={3: ('/opt/aem/backup/x.tar', '253:0', 300)})
-    monkeypatch.setattr(readers, 'ProcFs', lambda root: env.host.proc_procfs())
-    monkeypatch.setattr(readers, 'Syscalls', lambda: FakeSyscalls(env.host, {} if pidfd else {'pidfd_getfd': errno.ENOSYS}))
+    monkeypatch.setattr(readers_scan, 'ProcFs', lambda root: env.host.proc_procfs())
+    monkeypatch.setattr(readers_refresh, 'Syscalls', lambda: FakeSyscalls(env.host, {} if pidfd else {'pidfd_getfd': errno.ENOSYS}))
     result, facts = run({'intent': intent()})
     assert facts['readers']['kernel_refresh'] is pidfd
     assert [(r['pid'], r['unit']) for r in facts['readers']['stale']] == ([(4242, 'aem.service')] if pidfd else [])

@@ -1,0 +1,152 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) aemops.os_tuning contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+"""Unit tests for module_utils/readers_verdict.py: which readers are stale (the record, the boot rule) and what a
+run refreshes, on the fake host."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import pytest
+
+from ansible_collections.aemops.os_tuning.plugins.module_utils import readers_record, readers_verdict
+from fakehost import nitro_host
+from readers_fakes import DEVICES, booted_host, lucene, oak, record, scan, settled, stale_summary
+
+
+@pytest.fixture
+def host(tmpdir):
+    return nitro_host(tmpdir)
+
+
+# -- assessing, planning ------------------------------------------------------------------------
+
+def test_without_a_record_every_reader_is_stale(host):
+    oak(host)
+    lucene(host)
+    assessed = readers_verdict.assess(scan(host), DEVICES, None, 'boot-1')
+    assert stale_summary(assessed) == [(4242, [10, 11], [], 0), (4300, [], [200], 0)]
+
+
+def test_a_valid_record_makes_unlisted_readers_fresh(host):
+    oak(host)
+    lucene(host)
+    rec = record(stale=[(4300, 5100, readers_record.MAPPING_ONLY, 200)])
+    assessed = readers_verdict.assess(scan(host), DEVICES, rec, 'boot-1')
+    assert stale_summary(assessed) == [(4242, [], [], 2), (4300, [], [200], 0)]
+
+
+def reattached():
+    rec = record()
+    rec['devices']['253:0']['seq'] = 41  # DEVICES has seq None: another device under the same number
+    return rec
+
+
+@pytest.mark.parametrize('rec, changed', [
+    (record(kb=64), ()),  # set by hand since: the record no longer holds
+    (reattached(), ()),
+    (record(boot='boot-0'), ()),  # another boot
+    (record(), ('dm-0',)),  # this run changes the value
+])
+def test_a_record_that_no_longer_holds_is_not_obeyed(host, rec, changed):
+    oak(host)
+    assessed = readers_verdict.assess(scan(host), DEVICES, rec, 'boot-1', changed)
+    assert stale_summary(assessed) == [(4242, [10, 11], [], 0)]
+
+
+def test_a_reused_pid_does_not_inherit_the_record(host):
+    oak(host, start_ticks=9999)  # pid 4242 again, another process
+    rec = record(stale=[(4242, 5000, 10, 131)])
+    assert stale_summary(readers_verdict.assess(scan(host), DEVICES, rec, 'boot-1')) == [(4242, [], [], 2)]
+    rec = record(stale=[(4242, 9999, readers_record.UNSCANNED, 0)])  # unreadable last time: all of it
+    assert stale_summary(readers_verdict.assess(scan(host), DEVICES, rec, 'boot-1')) == [(4242, [10, 11], [], 0)]
+
+
+def test_plan_scope_only_and_off(host):
+    oak(host)
+    lucene(host)
+    host.add_process(7000, 'tar', 8000, unit='backup.service', fds={3: ('/opt/aem/backup/x.tar', '253:0', 300)})
+    assessed = readers_verdict.assess(scan(host), DEVICES, None, 'boot-1')
+
+    def names(plan):
+        return {'refresh': [(e['pid'], [i['fd'] for i in items]) for e, items in plan['refresh']],
+                'restart': [(e['pid'], [i.get('fd', i['ino']) for i in items], why) for e, items, why in plan['restart']]}
+
+    lucene_restart = (4300, [200], 'mapping_without_fd')
+    assert names(readers_verdict.plan_refresh(assessed, {'253:0': None})) == {
+        'refresh': [(4242, [10, 11]), (7000, [3])], 'restart': [lucene_restart]}
+    assert names(readers_verdict.plan_refresh(assessed, {'253:0': ['/opt/aem/crx-quickstart/repository']})) == {
+        'refresh': [(4242, [10, 11])], 'restart': [lucene_restart]}
+    assert names(readers_verdict.plan_refresh(assessed, {'253:0': None}, only=['aem'])) == {
+        'refresh': [(4242, [10, 11])], 'restart': [lucene_restart, (7000, [3], 'not_named')]}
+    assert names(readers_verdict.plan_refresh(assessed, {'253:0': None}, only=['tar'])) == {
+        'refresh': [(7000, [3])], 'restart': [(4242, [10, 11], 'not_named'), lucene_restart]}
+    assert names(readers_verdict.plan_refresh(assessed, {'253:0': None}, enabled=False)) == {
+        'refresh': [], 'restart': [(4242, [10, 11], 'refresh_off'), lucene_restart, (7000, [3], 'refresh_off')]}
+    # a kernel without pidfd_getfd: every stale descriptor needs a restart, whatever refresh_only says
+    assert names(readers_verdict.plan_refresh(assessed, {'253:0': None}, only=['tar'], cannot='no_pidfd_getfd')) == {
+        'refresh': [], 'restart': [(4242, [10, 11], 'no_pidfd_getfd'), lucene_restart,
+                                   (7000, [3], 'no_pidfd_getfd')]}
+
+
+# -- the boot rule (issue 35) ---------------------------------------------------------------------
+
+def test_the_boot_rule_makes_a_process_started_after_the_device_settled_fresh(host):
+    booted_host(host)
+    since = settled(host)
+    assert since == {'253:0': 4.5}
+    assert stale_summary(readers_verdict.assess(scan(host), DEVICES, None, 'boot-2', settled=since)) == [(4242, [], [], 2)]
+    # a process that started before the device was initialised keeps its files stale
+    assert stale_summary(readers_verdict.assess(scan(host), DEVICES, None, 'boot-2', settled={'253:0': 60.0})) == [
+        (4242, [10, 11], [], 0)]
+
+
+@pytest.mark.parametrize('case', ['rule_written_this_boot', 'value_not_persisted', 'changed_by_this_run',
+                                  'named_by_this_boots_record', 'no_udev_time'])
+def test_the_boot_rule_does_not_hold(host, case):
+    booted_host(host, rule_age=-60 if case == 'rule_written_this_boot' else 3600)
+    if case == 'no_udev_time':
+        host.write('/run/udev/data/b253:0', 'E:DM_NAME=vg_aem-lv_repo\n')
+    rec = dict(record(boot='boot-2'), devices={'253:0': dict(record()['devices']['253:0'], kb=readers_record.CHANGED_KB)})
+    since = settled(host, record=rec if case == 'named_by_this_boots_record' else None,
+                    persisted=4096 if case == 'value_not_persisted' else 32,
+                    changed=['dm-0'] if case == 'changed_by_this_run' else ())
+    assert since == {}
+
+
+def test_a_record_of_this_boot_without_the_device_keeps_the_boot_rule(host):
+    """Another run's record on this boot: no run changed dm-0 (a run records every device it tunes)."""
+    booted_host(host, rule_age=-60)
+    rec = {'format': 1, 'boot_id': 'boot-2', 'devices': {}}
+    assert settled(host, record=rec) == {'253:0': 4.5}
+
+
+# -- the sweep keeps the record true (issue 35) ---------------------------------------------------
+
+def test_a_sweep_marks_the_device_so_every_open_file_counts_as_stale(host):
+    if os.geteuid() != 0:
+        pytest.skip('the record must be owned by root')
+    oak(host)
+    host.write(readers_record.BOOT_ID, 'boot-1\n')
+    readers_record.write_record(host.root, record())
+    assert stale_summary(readers_verdict.assess(scan(host), DEVICES, readers_record.read_record(host.root)[0], 'boot-1')) == [
+        (4242, [], [], 2)]
+    readers_record.mark_changed(host.root, {'253:0': 'dm-0'}, now=5.0)
+    rec = readers_record.read_record(host.root)[0]
+    assert rec['devices']['253:0']['kb'] == readers_record.CHANGED_KB
+    assert stale_summary(readers_verdict.assess(scan(host), DEVICES, rec, 'boot-1')) == [(4242, [10, 11], [], 0)]
+    assert settled(host, record=dict(rec, boot_id='boot-2')) == {}
+
+
+def test_a_linked_target_path_is_scoped_as_the_kernel_reports_it(host):
+    host.mkdir('/opt/aem/crx-quickstart/repository')
+    host.mkdir('/srv')
+    host.symlink('/srv/repo', '../opt/aem/crx-quickstart/repository')
+    scope, links = readers_verdict.real_scope(host.root, {'dm-0': ['/srv/repo'], 'nvme1n1': None})
+    assert scope == {'dm-0': ['/opt/aem/crx-quickstart/repository'], 'nvme1n1': None}
+    assert links == {'/srv/repo': '/opt/aem/crx-quickstart/repository'}
