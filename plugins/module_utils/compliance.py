@@ -582,9 +582,18 @@ def _reader_misses(facts):
                            'the role in apply mode (read_ahead refreshes it in place) or restart it' % r.get('reason'),
                            unit=r.get('unit')))
     for r in readers.get('needs_restart') or []:
-        result.append(miss(aem.label(r), 'reader_restart', '%s: restart it in your next window '
-                           '(aem_tuning_restart_stale_aem: true restarts AEM\'s unit)' % r.get('reason'), unit=r.get('unit')))
+        result.append(miss(aem.label(r), 'reader_restart', '%s%s: restart it in your next window '
+                           '(aem_tuning_restart_stale_aem: true restarts AEM\'s unit)' % (r.get('reason'), _measured(r)),
+                           unit=r.get('unit')))
     return result
+
+
+def _measured(r):
+    """How a stale reader was found, where its own counters said so (readers_measure)."""
+    m = r.get('measured') or {}
+    if r.get('basis') != 'measured' or 'kib_per_fault' not in m:
+        return ''
+    return ' (measured: %s KiB read per major fault over %s s)' % (m['kib_per_fault'], m.get('seconds'))
 
 
 def _device_labels(facts, resolved):

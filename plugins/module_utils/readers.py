@@ -58,7 +58,7 @@ __metaclass__ = type
 import time
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    aem, files, readers_record, readers_refresh, readers_scan, readers_verdict, runstate)
+    aem, files, readers_measure, readers_record, readers_refresh, readers_scan, readers_verdict, runstate)
 
 # How many file names one reader lists in a result (the counts are always whole).
 MAX_LISTED_FILES = 5
@@ -70,11 +70,12 @@ class Survey(object):
     record as read, and why it was ignored), ``boot_id``, ``valid`` (the devices whose record holds), ``settled``
     (the boot rule's devices), ``assessed`` (the readers with their stale files), ``links`` and ``notes`` (target
     paths given through links, anonymous devices), ``cannot`` (None, or why this kernel cannot refresh), ``plan``
-    ({'refresh': [(entry, items)], 'restart': [(entry, items, why)]}), ``only`` and ``enabled`` (refresh_only,
-    refresh_readers)."""
+    ({'refresh': [(entry, items)], 'restart': [(entry, items, why)], 'descriptor_only': [(entry, items, why)]}),
+    ``only`` and ``enabled`` (refresh_only, refresh_readers), ``window`` (the seconds each mapping reader was
+    measured over: readers_measure; 0: not measured)."""
 
     __slots__ = ('devices', 'found', 'record', 'record_problem', 'boot_id', 'valid', 'settled', 'assessed', 'links',
-                 'notes', 'cannot', 'plan', 'only', 'enabled')
+                 'notes', 'cannot', 'plan', 'only', 'enabled', 'window')
 
     def __init__(self, **fields):
         unknown = sorted(set(fields) - set(self.__slots__))
@@ -86,14 +87,15 @@ class Survey(object):
 
 
 def survey(root, kb_by_name, scope_by_name, changed=(), only=(), enabled=True, procfs=None, persisted=None,
-           config_paths=(), syscalls=None, deadline=readers_scan.SCAN_DEADLINE):
+           config_paths=(), syscalls=None, deadline=readers_scan.SCAN_DEADLINE, window=0, sleep=None):
     """Scan, read the record, assess and plan for the governing devices ``kb_by_name`` ({name: KiB now}): a
     :class:`Survey`.
 
     ``scope_by_name``: {name: None (whole device) or [path prefixes]}; ``changed``: the names whose
     read-ahead this run changes; ``persisted`` and ``config_paths``: the boot rule's evidence
     (:func:`readers_verdict.settled_since`); ``procfs``: the /proc to read (a ``readers_scan.ProcFs`` of ``root``
-    unless given). Nothing is changed here.
+    unless given); ``window``: the seconds over which every reader that maps a file on the devices is measured, all
+    at once (readers_measure.measure; 0: not measured, the inference alone decides). Nothing is changed here.
     """
     numbers, kernel, notes = readers_scan.device_numbers(root, sorted(kb_by_name))
     devices = dict((n, {'name': name, 'kernel': kernel.get(n), 'kb': kb_by_name[name],
@@ -108,16 +110,29 @@ def survey(root, kb_by_name, scope_by_name, changed=(), only=(), enabled=True, p
     settled = {} if problem else readers_verdict.settled_since(root, devices, record, boot_id, set(changed),
                                                                persisted, config_paths, found['boot'])
     assessed = readers_verdict.assess(found, devices, record, boot_id, changed, settled)
+    assessed = readers_verdict.judge_measured(assessed, devices, measure(root, assessed, devices, window, sleep))
     cannot = readers_refresh.refresh_support(syscalls) if any(e['stale_fds'] for e in assessed) else None
     return Survey(devices=devices, found=found, record=record, record_problem=problem, boot_id=boot_id, valid=valid,
                   settled=settled, assessed=assessed, links=links, notes=notes, cannot=cannot,
                   plan=readers_verdict.plan_refresh(assessed, scope, only, enabled, cannot), only=list(only),
-                  enabled=enabled)
+                  enabled=enabled, window=readers_measure.window_seconds(window))
+
+
+def measure(root, assessed, devices, window, sleep=None):
+    """{pid: readers_measure outcome} of the readers that map a file on ``devices``, over one window of ``window``
+    seconds for all of them ({} when off or none maps)."""
+    mapping = [e for e in assessed if readers_verdict.maps_on(e, devices)]
+    if not mapping or not readers_measure.window_seconds(window):
+        return {}
+    return readers_measure.measure(root, [e['pid'] for e in mapping], window,
+                                   starts=dict((e['pid'], e['start_ticks']) for e in mapping), sleep=sleep)
 
 
 def reported_reader(entry, items=None):
     """A reader as the modules report it: pid, comm, unit, start, its counts, and with ``items`` the files (at most
-    MAX_LISTED_FILES names) and their ``count``."""
+    MAX_LISTED_FILES names), their ``count`` and how many of them it maps (``mapped``); for a reader that maps a
+    file, how it was judged (``basis``: 'measured' or 'inferred') and its ``measured`` figures (KiB per major fault
+    over the window) or why there are none (``unmeasured``: idle, gone, unreadable, off)."""
     start = entry.get('start')
     out = {'pid': entry['pid'], 'comm': entry['comm'], 'unit': entry.get('unit'),
            'start': time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(start)) if start else None,
@@ -128,6 +143,12 @@ def reported_reader(entry, items=None):
         paths = sorted(set(i['path'] for i in items))
         out['files'] = paths[:MAX_LISTED_FILES]
         out['count'] = len(items)
+        out['mapped'] = sum(1 for i in items if i.get('mapped', True))
+    if 'basis' in entry:
+        out['basis'] = entry['basis']
+        out['measured'] = entry.get('measured')
+        if entry.get('measured') is None:
+            out['unmeasured'] = entry.get('unmeasured')
     return out
 
 
@@ -167,16 +188,59 @@ def reader_report(surveyed, refreshed=None):
            'boot_rule': sorted(surveyed.devices[n]['name'] for n in surveyed.settled),
            'links': surveyed.links, 'notes': surveyed.notes}
     restarts = [_restart_entry(surveyed, e, items, why) for e, items, why in surveyed.plan['restart']]
+    plain = list(surveyed.plan['descriptor_only'])
     if refreshed is None:
         out['refreshed'] = [reported_reader(e, items) for e, items in surveyed.plan['refresh']]
     else:
         for r in refreshed:
             if r['refreshed']:
                 out['refreshed'].append(reported_reader(r['entry'], r['refreshed']))
-            if r['failed']:
-                restarts.append(_restart_entry(surveyed, r['entry'], r['failed'], r['why'], r['reason']))
+            mapped = [i for i in r['failed'] if i.get('mapped', True)]
+            if mapped:
+                restarts.append(_restart_entry(surveyed, r['entry'], mapped, r['why'],
+                                               r['reason'] if len(mapped) == len(r['failed']) else None))
+            if len(mapped) < len(r['failed']):
+                plain.append((r['entry'], [i for i in r['failed'] if not i.get('mapped', True)], r['why']))
     out['needs_restart'] = _merge_restarts(restarts)
+    out['descriptor_only'] = [dict(reported_reader(e, items), why=[why], reason=DESCRIPTOR_ONLY % len(items))
+                              for e, items, why in plain]
+    out['fine'] = fine_readers(surveyed)
+    out['window'] = surveyed.window
     return out
+
+
+# A reader whose stale files are only open through descriptors: reported, never a miss or a restart (issue 39).
+DESCRIPTOR_ONLY = ('reads its %d file(s) through descriptors only, never mapped: a read() of a small random record '
+                   'is read as it is, so the earlier window costs nothing until it restarts')
+
+
+def fine_readers(surveyed):
+    """The readers that map a file on the devices and hold no stale one: how each was judged fine (``basis``) and
+    what it measured."""
+    out = []
+    for entry in surveyed.assessed:
+        if 'basis' in entry and not entry['stale_fds'] and not entry['stale_maps']:
+            items = [f for f in entry['files'] if f['mapped'] and f['dev'] in surveyed.devices]
+            out.append(reported_reader(entry, items))
+    return out
+
+
+def measure_after(root, report, surveyed, sleep=None):
+    """After the refresh: each refreshed process that maps a file on the devices, measured again over the same
+    window, so that the refresh proves itself in the process (``measured_after``, or ``unmeasured_after``)."""
+    mapping = [r for r in report['refreshed'] if r.get('basis')]
+    if not mapping or not surveyed.window:
+        return
+    starts = dict((e['pid'], e['start_ticks']) for e in surveyed.assessed)
+    pids = [r['pid'] for r in mapping]
+    outcomes = readers_measure.measure(root, pids, surveyed.window, starts=dict((p, starts[p]) for p in pids),
+                                       sleep=sleep)
+    for r in mapping:
+        outcome = outcomes.get(r['pid']) or {}
+        if outcome.get('measured'):
+            r['measured_after'] = outcome['measured']
+        else:
+            r['unmeasured_after'] = outcome.get('unmeasured', 'off')
 
 
 def still_stale(surveyed, refreshed=None):
@@ -246,11 +310,22 @@ def diff_entry(surveyed, report):
 
 def audit_report(surveyed):
     """For tuning_facts: the readers of the targets that do not read at the device's value. ``stale``: an apply
-    run refreshes them in place; ``needs_restart``: only a restart helps, with the reasons."""
+    run refreshes them in place; ``needs_restart``: only a restart helps, with the reasons; ``descriptor_only``:
+    stale files only open through descriptors (reported, never a miss); ``fine``: the mapping readers judged at the
+    device's window."""
     report = reader_report(surveyed)
-    stale = [dict(r, reason='holds %d file(s) opened at an earlier read-ahead' % r['count'])
-             for r in report.pop('refreshed')]
+    refreshable = report.pop('refreshed')
+    stale = [dict(r, reason=_stale_reason(r)) for r in refreshable if r['mapped']]
+    report['descriptor_only'] += [dict(r, why=[], reason=DESCRIPTOR_ONLY % r['count']) for r in refreshable
+                                  if not r['mapped']]
     return dict(report, stale=stale)
+
+
+def _stale_reason(r):
+    if r.get('basis') == 'measured':
+        return ('maps %d file(s) opened at an earlier read-ahead: measured %s KiB per major fault'
+                % (r['mapped'], r['measured']['kib_per_fault']))
+    return 'holds %d file(s) opened at an earlier read-ahead' % r['count']
 
 
 def targets_of(devices, paths, after_kb=None):

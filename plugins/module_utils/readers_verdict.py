@@ -15,7 +15,8 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files, readers_record, readers_scan
+from ansible_collections.aemops.os_tuning.plugins.module_utils import (
+    blockdev, files, readers_measure, readers_record, readers_scan)
 
 
 # -- which readers are stale ----------------------------------------------------------------------
@@ -129,9 +130,57 @@ def assess(found, devices, record, boot_id, changed=(), settled=None):
             elif key[2] == readers_record.MAPPING_ONLY:
                 stale_maps.append({'dev': number, 'ino': key[3], 'path': f['path']})
             else:
-                stale_fds.append({'dev': number, 'ino': key[3], 'fd': key[2], 'path': f['paths'].get(key[2], f['path'])})
+                stale_fds.append(_fd_item(number, key, f))
         out.append(dict(entry, stale_fds=stale_fds, stale_maps=stale_maps, fresh=fresh))
     return out
+
+
+def _fd_item(number, key, f):
+    return {'dev': number, 'ino': key[3], 'fd': key[2], 'path': f['paths'].get(key[2], f['path']), 'mapped': f['mapped']}
+
+
+def maps_on(entry, devices):
+    """Whether the reader maps a file on one of ``devices``: only a mapping faults with the whole window around the
+    fault (``do_sync_mmap_readahead``, mm/filemap.c); a ``read()`` or ``pread()`` of a small random record is read
+    as it is (``page_cache_sync_ra``, mm/readahead.c: "standalone, small random read"), so a reader that only holds
+    descriptors does not suffer an earlier, larger window."""
+    return any(f['mapped'] and f['dev'] in devices for f in entry['files'])
+
+
+def judge_measured(assessed, devices, outcomes):
+    """The measurement decides where it is conclusive (readers_measure.judge): each reader that maps a file on the
+    devices gets ``basis`` ('measured' or 'inferred') and its ``measured`` figures or ``unmeasured`` reason, from
+    ``outcomes`` ({pid: readers_measure.measure's outcome}). A reader the inference calls fresh that measures above
+    the window is stale: every file it maps on the devices becomes stale (a mapped descriptor, refreshable; a mapping
+    without one, a restart). A reader the inference calls stale stays stale, whatever it measures."""
+    out = []
+    for entry in assessed:
+        if not maps_on(entry, devices):
+            out.append(entry)
+            continue
+        outcome = outcomes.get(entry['pid'])
+        inferred = bool(entry['stale_maps'] or [i for i in entry['stale_fds'] if i['mapped']])
+        kb = max(devices[f['dev']]['kb'] for f in entry['files'] if f['mapped'] and f['dev'] in devices)
+        stale, basis = readers_measure.judge(outcome, inferred, kb)
+        entry = dict(entry, basis=basis, measured=(outcome or {}).get('measured'),
+                     unmeasured=(outcome or {}).get('unmeasured', 'off'))
+        if stale and not inferred:
+            entry.update(_all_mapped_stale(entry, devices))
+        out.append(entry)
+    return out
+
+
+def _all_mapped_stale(entry, devices):
+    held = set((i['dev'], i['ino'], i.get('fd')) for i in entry['stale_fds'] + entry['stale_maps'])
+    fds, maps = list(entry['stale_fds']), list(entry['stale_maps'])
+    for key, f in _reader_keys(entry):
+        if not f['mapped'] or f['dev'] not in devices or (f['dev'], key[3], key[2]) in held:
+            continue
+        if key[2] == readers_record.MAPPING_ONLY:
+            maps.append({'dev': f['dev'], 'ino': key[3], 'path': f['path']})
+        else:
+            fds.append(_fd_item(f['dev'], key, f))
+    return {'stale_fds': fds, 'stale_maps': maps}
 
 
 # -- what this run refreshes ----------------------------------------------------------------------
@@ -185,11 +234,13 @@ def matches_only(entry, only):
 
 
 def plan_refresh(assessed, scope, only=(), enabled=True, cannot=None):
-    """{'refresh': [(entry, [stale fd items])], 'restart': [(entry, [items], why)]}: the stale readers in
-    scope. What cannot be refreshed in place needs a restart, ``why`` says why (:data:`WHY`): a mapping
-    without a descriptor; ``cannot`` (the kernel has no pidfd_getfd: :func:`refresh_support`);
-    refreshing off; a process that refresh_only does not name."""
-    out = {'refresh': [], 'restart': []}
+    """{'refresh': [(entry, [stale fd items])], 'restart': [(entry, [items], why)], 'descriptor_only': [(entry,
+    [items], why)]}: the stale readers in scope. What cannot be refreshed in place needs a restart, ``why`` says
+    why (:data:`WHY`): a mapping without a descriptor; ``cannot`` (the kernel has no pidfd_getfd:
+    :func:`refresh_support`); refreshing off; a process that refresh_only does not name. A file only open through
+    a descriptor, never mapped, is refreshed where the run can (harmless), and otherwise only reported
+    (``descriptor_only``): its reads are not read around (:func:`maps_on`), so it needs no restart."""
+    out = {'refresh': [], 'restart': [], 'descriptor_only': []}
     for entry in assessed:
         fds = [i for i in entry['stale_fds'] if in_scope(entry, i, scope)]
         maps = [i for i in entry['stale_maps'] if in_scope(entry, i, scope)]
@@ -197,12 +248,13 @@ def plan_refresh(assessed, scope, only=(), enabled=True, cannot=None):
             out['restart'].append((entry, maps, 'mapping_without_fd'))
         if not fds:
             continue
-        if cannot:
-            out['restart'].append((entry, fds, cannot))
-        elif not enabled:
-            out['restart'].append((entry, fds, 'refresh_off'))
-        elif not matches_only(entry, only):
-            out['restart'].append((entry, fds, 'not_named'))
-        else:
+        why = cannot or ('refresh_off' if not enabled else None) or (None if matches_only(entry, only) else 'not_named')
+        if why is None:
             out['refresh'].append((entry, fds))
+            continue
+        mapped = [i for i in fds if i.get('mapped', True)]
+        if mapped:
+            out['restart'].append((entry, mapped, why))
+        if len(mapped) < len(fds):
+            out['descriptor_only'].append((entry, [i for i in fds if not i.get('mapped', True)], why))
     return out

@@ -169,6 +169,15 @@ options:
     type: list
     elements: str
     default: []
+  measure_readers:
+    description:
+      - Seconds over which every process that maps a file on the targets is measured, all at once, before the
+        refresh and again after it (for the processes refreshed): its own KiB read from storage per major fault
+        (C(/proc/PID/io) C(read_bytes) over C(/proc/PID/stat) C(majflt)), the window its mappings fault with.
+      - A conclusive measurement decides whether the process is stale, whatever the record and the boot rule
+        infer; C(basis) says which decided. V(0) turns it off. At most 30.
+    type: int
+    default: 3
 notes:
   - Check mode changes nothing and reports what would change; diff mode shows the rules file.
   - Runs on the target's Python 2.7 (RHEL 7), 3.6 (RHEL 8 platform-python) and newer.
@@ -308,10 +317,30 @@ readers:
     - The processes that hold files on the targets opened at an earlier read-ahead, and what the run did
       about them (in check mode, what it would do). Null with O(state=absent).
     - Each process has C(pid), C(comm), C(unit) (systemd), C(start) (UTC), C(fds), C(mappings) and
-      C(mapped_without_fd) (counts on the device), C(count) (files in this list) and up to 5 C(files).
+      C(mapped_without_fd) (counts on the device), C(count) (files in this list), C(mapped) (how many of them
+      it maps) and up to 5 C(files).
+    - A process that maps a file on the targets also has C(basis) (V(measured) or V(inferred): what decided
+      whether it is stale) and C(measured) (C(kib_per_fault), C(faults), C(seconds), C(read_kib), C(rchar_kib)
+      over O(measure_readers) seconds) or C(unmeasured) (V(idle), V(gone), V(unreadable), V(off)). A refreshed
+      process measured again after the refresh has C(measured_after), or C(unmeasured_after).
   returned: always
   type: dict
   contains:
+    descriptor_only:
+      description:
+        - Processes whose stale files on the targets are only open through descriptors, never mapped, that the
+          run could not refresh (C(why) as in C(needs_restart)). A C(read()) of a small random record is read as
+          it is, so the earlier window costs them nothing; reported, never a miss, never restarted.
+      type: list
+      elements: dict
+    fine:
+      description: The processes that map a file on the targets and hold none at an earlier read-ahead, with
+        C(basis) and their measurement.
+      type: list
+      elements: dict
+    window:
+      description: The seconds each mapping reader was measured over (V(0) without a measurement).
+      type: float
     refreshed:
       description: Processes whose open files now read with the device's value.
       type: list
@@ -378,7 +407,7 @@ def refresh_readers(module, root, plan, after_kb):
     kb, scope, changed_names, persisted = readers.targets_of(plan['devices'], p['paths'], after_kb)
     try:
         surveyed = readers.survey(root, kb, scope, changed_names, p['refresh_only'], p['refresh_readers'],
-                                  persisted=persisted, config_paths=[p['rules_file']])
+                                  persisted=persisted, config_paths=[p['rules_file']], window=p['measure_readers'])
     except readers_scan.ReadersError as e:
         module.warn('cannot look for the processes that read the targets: %s' % e)
         return None, False, None
@@ -387,6 +416,7 @@ def refresh_readers(module, root, plan, after_kb):
     else:
         done = readers_refresh.refresh(root, surveyed.plan['refresh'])
         report, warnings = readers.report_and_record(root, surveyed, done)
+        readers.measure_after(root, report, surveyed)
         for warning in warnings:
             module.warn(warning)
     for warning in readers.warnings_for(report):
@@ -476,6 +506,7 @@ def main():
             rules_file=dict(type='path', default=udev_rules.RULES_FILE),
             refresh_readers=dict(type='bool', default=True),
             refresh_only=dict(type='list', elements='str', default=[]),
+            measure_readers=dict(type='int', default=3),
         ),
         supports_check_mode=True,
     )

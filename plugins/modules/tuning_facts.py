@@ -172,6 +172,13 @@ options:
         C(/var/log/tuned/tuned.log), into C(compliance.tuned_verify) (one result naming the devices and options).
     type: bool
     default: false
+  measure_readers:
+    description:
+      - Seconds over which every process that maps a file on the targets is measured, all at once: its own KiB
+        read from storage per major fault, the window its mappings fault with (see
+        O(aemops.os_tuning.read_ahead#module:measure_readers)). V(0) turns it off. At most 30.
+    type: int
+    default: 3
 notes:
   - Runs on the target's Python 2.7 (RHEL 7), 3.6 (RHEL 8 platform-python) and newer.
 extends_documentation_fragment:
@@ -260,9 +267,13 @@ ansible_facts:
           an earlier read-ahead (see O(aemops.os_tuning.read_ahead#module:refresh_readers)). It holds
           C(stale) (open files an apply run refreshes in place) and C(needs_restart) (files only a restart
           brings to the value, mapped with no descriptor or on a kernel without C(pidfd_getfd), with C(why)),
-          each with C(pid), C(comm), C(unit), C(start), counts and C(reason); C(unreadable); C(unscanned);
-          C(scan) (its cost); C(kernel_refresh); C(boot_rule); C(links); C(notes); C(record_problem). Each
-          reader is a miss in C(compliance).
+          each with C(pid), C(comm), C(unit), C(start), counts and C(reason); C(descriptor_only) (stale files only
+          open through descriptors: reported, never a miss); C(fine) (the mapping readers at the device's window);
+          C(unreadable); C(unscanned); C(scan) (its cost); C(kernel_refresh); C(boot_rule); C(links); C(notes);
+          C(record_problem); C(window) (the seconds of the measurement). A process that maps a file on the targets
+          has C(basis) (V(measured): its own KiB per major fault decided; V(inferred): the record and the boot rule
+          did) and C(measured) (C(kib_per_fault), C(faults), C(seconds), C(read_kib), C(rchar_kib)) or
+          C(unmeasured). Each stale and needs_restart reader is a miss in C(compliance).
         - With O(intent), also C(reading), what the role's result keeps of this reading (a few hundred bytes),
           C(now) and C(snapshot) (the first run's snapshot read the same way, or null), each with C(read_ahead_kb)
           (each device of the plan), C(devices) (each one's C(type)), C(paths) (each target's device), C(thp)
@@ -588,7 +599,7 @@ def result_reading(facts, plan):
     return {'now': compliance.reading(facts, plan), 'snapshot': compliance.reading(snapshot, plan) if snapshot else None}
 
 
-def reader_facts(root, facts, plan):
+def reader_facts(root, facts, plan, window=0):
     """The running processes that read the targets with an earlier read-ahead (module_utils/readers.py)."""
     scope = compliance.reader_scope(facts, plan)
     info = dict((name, facts['block_devices'].get(name) or {}) for name in scope)
@@ -596,7 +607,7 @@ def reader_facts(root, facts, plan):
     persisted = dict((name, i['rule']) for name, i in info.items() if i.get('rule') is not None)
     try:
         return readers.audit_report(readers.survey(root, kb, scope, persisted=persisted,
-                                                   config_paths=[udev_rules.RULES_FILE]))
+                                                   config_paths=[udev_rules.RULES_FILE], window=window))
     except readers_scan.ReadersError as e:
         raise OSError(str(e))
 
@@ -635,7 +646,8 @@ def run(module, root):
     intent, plan = check_intent(module, root, facts) if module.params['intent'] is not None else (None, None)
     verify = tuned_verify(module, root, facts['tuned']) if module.params['verify'] else None
     if plan is not None and intent.get('state', 'present') == 'present':
-        facts['readers'] = guarded(facts['errors'], 'readers', None, reader_facts, root, facts, plan)
+        facts['readers'] = guarded(facts['errors'], 'readers', None, reader_facts, root, facts, plan,
+                                   module.params['measure_readers'])
     if plan is not None:
         facts['plan'] = plan
     facts['ebs'] = guarded(facts['errors'], 'EBS statistics', {}, ebs_stats.samples, root, ebs_devices(facts))
@@ -699,6 +711,7 @@ def main():
                 path=dict(type='path', default=snapshot_fact.DEFAULT_PATH))),
             verify=dict(type='bool', default=False),
             fail_on_invalid=dict(type='bool', default=True),
+            measure_readers=dict(type='int', default=3),
         ),
         supports_check_mode=True,
     )

@@ -38,7 +38,7 @@ MISSES_KEPT = 4
 # The result caps each list of processes: a scan past its deadline or a host with hidepid can name hundreds.
 READERS_KEPT = 5
 # What the result keeps of each running reader (the facts have its files and descriptors).
-READER_KEYS = ('pid', 'comm', 'unit', 'start', 'count', 'why', 'reason', 'basis', 'measured')
+READER_KEYS = ('pid', 'comm', 'unit', 'start', 'count', 'why', 'reason', 'basis', 'measured', 'measured_after')
 # What the result keeps of each io_probe measurement (the rest is in the task's own result).
 PROBE_KEYS = ('read_ahead_kb', 'reads', 'read_amplification', 'noisy', 'latency')
 
@@ -286,6 +286,9 @@ def readers_summary(steps, after, settings):
         'refreshed': [reader_brief(x) for x in refreshed[:READERS_KEPT]], 'refreshed_count': len(refreshed),
         'stale': [reader_brief(x) for x in stale[:READERS_KEPT]], 'stale_count': len(stale),
         'needs_restart': [reader_brief(x) for x in restart[:READERS_KEPT]], 'needs_restart_count': len(restart),
+        # Stale files only open through descriptors: not read around, never a miss (the facts name them).
+        'descriptor_only_count': len(now.get('descriptor_only') or []),
+        'aem_fine': [reader_brief(x) for x in aem_processes(now.get('fine'), unit)[:READERS_KEPT]],
         'unreadable': unreadable[:READERS_KEPT],
         'unreadable_count': len(unreadable),
         'unscanned': unscanned[:READERS_KEPT],

@@ -23,6 +23,8 @@ __metaclass__ = type
 import os
 import sys
 
+import pytest
+
 _HERE = os.path.dirname(os.path.abspath(__file__))
 if _HERE not in sys.path:
     sys.path.insert(0, _HERE)
@@ -46,3 +48,21 @@ if not _collection_importable():
 
 # Fixtures from the helper modules, available to every test below tests/unit.
 from ansible_collections.aemops.os_tuning.tests.unit.utils import module_exit  # noqa: E402,F401 pylint: disable=unused-import
+
+
+class _NoWait(object):
+    """readers_measure's clock with a window that takes no time: the modules measure their mapping readers over
+    measure_readers seconds (3 by default), which the unit tests would otherwise sleep through. Tests of the
+    measurement inject their own sleep and clock."""
+    time = staticmethod(__import__('time').time)
+    monotonic = staticmethod(getattr(__import__('time'), 'monotonic', __import__('time').time))
+
+    @staticmethod
+    def sleep(_seconds):
+        return None
+
+
+@pytest.fixture(autouse=True)
+def _measurement_windows_take_no_time(monkeypatch):
+    from ansible_collections.aemops.os_tuning.plugins.module_utils import readers_measure
+    monkeypatch.setattr(readers_measure, 'time', _NoWait)

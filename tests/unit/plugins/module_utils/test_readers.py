@@ -70,3 +70,44 @@ def test_a_survey_has_every_field_and_no_other():
     del fields['plan']
     with pytest.raises(TypeError):
         readers.Survey(**fields)
+
+
+def counters(host, pid, start_ticks, majflt, read_kib, rchar_kib=0):
+    """/proc/PID/stat with ``majflt`` (field 12) and /proc/PID/io as the kernel prints them (fs/proc/array.c,
+    fs/proc/base.c)."""
+    host.write('/proc/%d/stat' % pid, '%d (java) S 1 %d %d 0 -1 4194560 100 0 %d 0 5 3 0 0 20 0 40 0 %d 1000 50 '
+               '18446744073709551615 1 1 0 0 0 0 0 4096 0 0 0 0 17 1 0 0 0 0 0\n' % (pid, pid, pid, majflt, start_ticks))
+    host.write('/proc/%d/io' % pid, 'rchar: %d\nwchar: 0\nsyscr: 10\nsyscw: 0\nread_bytes: %d\nwrite_bytes: 0\n'
+               'cancelled_write_bytes: 0\n' % (rchar_kib * 1024, read_kib * 1024))
+
+
+def test_the_measurement_finds_a_reader_the_record_calls_fresh_and_the_refresh_proves_itself(host):
+    """After a boot where AEM opened its files at 4096 and the value came back to 32 by another route: the record
+    of this boot calls Oak fresh, its own counters say 3900 KiB per major fault. It is refreshed, and measured
+    again after the refresh at the device's window."""
+    oak(host)
+    readers_record.write_record(host.root, {'format': 1, 'boot_id': 'boot-1', 'devices': {
+        '253:0': {'name': 'dm-0', 'kb': 32, 'since': 1764650100.0, 'stale': []}}})
+    counters(host, 4242, 5000, 1000, 10 ** 6)
+    windows = iter([(1060, 10 ** 6 + 60 * 3900), (1120, 10 ** 6 + 60 * 3900 + 60 * 32)])
+
+    def sleep(_seconds):
+        faults, read_kib = next(windows)
+        counters(host, 4242, 5000, faults, read_kib)
+
+    sys = FakeSyscalls(host)
+    surveyed = readers.survey(host.root, {'dm-0': 32}, {'dm-0': None}, procfs=host.proc_procfs(), syscalls=sys,
+                              window=3, sleep=sleep)
+    assert [(e['pid'], [i['fd'] for i in items]) for e, items in surveyed.plan['refresh']] == [(4242, [10, 11])]
+    done = readers_refresh.refresh(host.root, surveyed.plan['refresh'], sys)
+    report, _warnings = readers.report_and_record(host.root, surveyed, done, lambda root, rec: None)
+    readers.measure_after(host.root, report, surveyed, sleep=sleep)
+    oak_report = report['refreshed'][0]
+    assert (oak_report['basis'], oak_report['measured']['kib_per_fault'], oak_report['measured']['faults']) == (
+        'measured', 3900.0, 60)
+    assert oak_report['measured_after']['kib_per_fault'] == 32.0 and report['window'] == 3
+    # Without the measurement the record decides: nothing to refresh.
+    surveyed = readers.survey(host.root, {'dm-0': 32}, {'dm-0': None}, procfs=host.proc_procfs(), syscalls=sys)
+    assert surveyed.plan['refresh'] == [] and surveyed.window == 0
+    audit = readers.audit_report(surveyed)
+    assert [(r['pid'], r['basis'], r['unmeasured']) for r in audit['fine']] == [(4242, 'inferred', 'off')]

@@ -74,24 +74,30 @@ def test_plan_scope_only_and_off(host):
     assessed = readers_verdict.assess(scan(host), DEVICES, None, 'boot-1')
 
     def names(plan):
-        return {'refresh': [(e['pid'], [i['fd'] for i in items]) for e, items in plan['refresh']],
-                'restart': [(e['pid'], [i.get('fd', i['ino']) for i in items], why) for e, items, why in plan['restart']]}
+        out = {'refresh': [(e['pid'], [i['fd'] for i in items]) for e, items in plan['refresh']],
+               'restart': [(e['pid'], [i.get('fd', i['ino']) for i in items], why) for e, items, why in plan['restart']]}
+        if plan['descriptor_only']:
+            out['descriptor_only'] = [(e['pid'], [i['fd'] for i in items], why)
+                                      for e, items, why in plan['descriptor_only']]
+        return out
 
     lucene_restart = (4300, [200], 'mapping_without_fd')
     assert names(readers_verdict.plan_refresh(assessed, {'253:0': None})) == {
         'refresh': [(4242, [10, 11]), (7000, [3])], 'restart': [lucene_restart]}
     assert names(readers_verdict.plan_refresh(assessed, {'253:0': ['/opt/aem/crx-quickstart/repository']})) == {
         'refresh': [(4242, [10, 11])], 'restart': [lucene_restart]}
+    # tar only holds its file through a descriptor: not read around, so it needs no restart (issue 39); it is named
     assert names(readers_verdict.plan_refresh(assessed, {'253:0': None}, only=['aem'])) == {
-        'refresh': [(4242, [10, 11])], 'restart': [lucene_restart, (7000, [3], 'not_named')]}
+        'refresh': [(4242, [10, 11])], 'restart': [lucene_restart], 'descriptor_only': [(7000, [3], 'not_named')]}
     assert names(readers_verdict.plan_refresh(assessed, {'253:0': None}, only=['tar'])) == {
         'refresh': [(7000, [3])], 'restart': [(4242, [10, 11], 'not_named'), lucene_restart]}
     assert names(readers_verdict.plan_refresh(assessed, {'253:0': None}, enabled=False)) == {
-        'refresh': [], 'restart': [(4242, [10, 11], 'refresh_off'), lucene_restart, (7000, [3], 'refresh_off')]}
+        'refresh': [], 'restart': [(4242, [10, 11], 'refresh_off'), lucene_restart],
+        'descriptor_only': [(7000, [3], 'refresh_off')]}
     # a kernel without pidfd_getfd: every stale descriptor needs a restart, whatever refresh_only says
     assert names(readers_verdict.plan_refresh(assessed, {'253:0': None}, only=['tar'], cannot='no_pidfd_getfd')) == {
-        'refresh': [], 'restart': [(4242, [10, 11], 'no_pidfd_getfd'), lucene_restart,
-                                   (7000, [3], 'no_pidfd_getfd')]}
+        'refresh': [], 'restart': [(4242, [10, 11], 'no_pidfd_getfd'), lucene_restart],
+        'descriptor_only': [(7000, [3], 'no_pidfd_getfd')]}
 
 
 # -- the boot rule (issue 35) ---------------------------------------------------------------------
@@ -150,3 +156,57 @@ def test_a_linked_target_path_is_scoped_as_the_kernel_reports_it(host):
     scope, links = readers_verdict.real_scope(host.root, {'dm-0': ['/srv/repo'], 'nvme1n1': None})
     assert scope == {'dm-0': ['/opt/aem/crx-quickstart/repository'], 'nvme1n1': None}
     assert links == {'/srv/repo': '/opt/aem/crx-quickstart/repository'}
+
+
+# -- the measurement decides where it is conclusive (issue 39) -------------------------------------
+
+def measured(kib_per_fault, faults=60, rchar_kib=0):
+    return {'measured': {'kib_per_fault': kib_per_fault, 'faults': faults, 'seconds': 3.0,
+                         'read_kib': int(kib_per_fault * faults), 'rchar_kib': rchar_kib}}
+
+
+def judged(host, rec, outcomes, add=True):
+    if add:
+        oak(host)
+        lucene(host)
+    assessed = readers_verdict.assess(scan(host), DEVICES, rec, 'boot-1')
+    return dict((e['pid'], e) for e in readers_verdict.judge_measured(assessed, DEVICES, outcomes))
+
+
+def test_a_reader_the_record_calls_fresh_that_measures_above_the_window_is_stale(host):
+    # The value went to 4096, Oak mapped its files, and it came back to 32 by another route than read_ahead: the
+    # record of this boot says every file is fresh, Oak faults at 3900 KiB.
+    out = judged(host, record(), {4242: measured(3900.0), 4300: measured(31.9)})
+    oak_entry, lucene_entry = out[4242], out[4300]
+    assert (oak_entry['basis'], sorted(i['fd'] for i in oak_entry['stale_fds'])) == ('measured', [10, 11])
+    assert oak_entry['measured']['kib_per_fault'] == 3900.0
+    # Lucene measured at the window, and the record calls it fresh: fine, as measured.
+    assert (lucene_entry['basis'], lucene_entry['stale_maps'], lucene_entry['stale_fds']) == ('measured', [], [])
+    plan = readers_verdict.plan_refresh(list(out.values()), {'253:0': None})
+    assert [(e['pid'], [i['fd'] for i in items]) for e, items in plan['refresh']] == [(4242, [10, 11])]
+
+
+def test_a_reader_the_record_calls_stale_stays_stale_when_it_measures_small(host):
+    # MMAP_LOTSAMISS or MADV_RANDOM: a stale window can measure small for a while.
+    out = judged(host, record(stale=[(4300, 5100, readers_record.MAPPING_ONLY, 200)]), {4300: measured(12.0)})
+    assert (out[4300]['basis'], [i['ino'] for i in out[4300]['stale_maps']]) == ('inferred', [200])
+
+
+@pytest.mark.parametrize('outcome, unmeasured', [
+    ({'unmeasured': 'idle', 'faults': 3}, 'idle'), ({'unmeasured': 'gone'}, 'gone'),
+    ({'unmeasured': 'unreadable', 'detail': 'EACCES'}, 'unreadable'), (None, 'off'),
+    (measured(3900.0, rchar_kib=200000), None),   # read() traffic could account for it all: inconclusive
+])
+def test_without_a_conclusive_measurement_the_inference_decides(host, outcome, unmeasured):
+    out = judged(host, record(), {4242: outcome} if outcome else {})
+    assert (out[4242]['basis'], out[4242]['stale_fds'], out[4242]['unmeasured'] if outcome is None or 'unmeasured' in outcome
+            else None) == ('inferred', [], unmeasured)
+    out = judged(host, None, {4242: outcome} if outcome else {}, add=False)  # no record: every file may be stale
+    assert (out[4242]['basis'], len(out[4242]['stale_fds'])) == ('inferred', 2)
+
+
+def test_a_reader_that_only_holds_descriptors_is_not_measured_or_judged(host):
+    host.add_process(7000, 'tar', 8000, unit='backup.service', fds={3: ('/opt/aem/backup/x.tar', '253:0', 300)})
+    out = judged(host, None, {7000: measured(3900.0)})
+    assert 'basis' not in out[7000] and not readers_verdict.maps_on(out[7000], DEVICES)
+    assert readers_verdict.maps_on(out[4242], DEVICES) and readers_verdict.maps_on(out[4300], DEVICES)

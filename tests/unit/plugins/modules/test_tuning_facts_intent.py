@@ -362,7 +362,9 @@ def test_running_readers_of_the_repository_are_misses_naming_pid_and_unit(env, m
     from ansible_collections.aemops.os_tuning.plugins.module_utils import readers_refresh, readers_scan
     import errno
     seg = REPO + '/segmentstore'
-    env.host.add_process(4242, 'java', 5000, fds={10: (seg + '/data00000a.tar', '253:0', 131)})
+    # Oak maps its tar file and keeps the descriptor (FileAccess.Mapped); tar reads its file through a descriptor.
+    env.host.add_process(4242, 'java', 5000, fds={10: (seg + '/data00000a.tar', '253:0', 131)},
+                         maps=['7f2-7f3 r--s 00000000 fd:00 131 %s/data00000a.tar' % seg])
     env.host.add_process(4300, 'java', 5100, maps=['7f0-7f1 r--s 00000000 fd:00 200 %s/index/_0.cfs' % REPO])
     env.host.add_process(7000, 'tar', 8000, unit='backup.service', fds={3: ('/opt/aem/backup/x.tar', '253:0', 300)})
     monkeypatch.setattr(readers_scan, 'ProcFs', lambda root: env.host.proc_procfs())
