@@ -51,5 +51,7 @@ class ActionModule(ActionBase):
         except (IOError, OSError) as e:
             result.update(failed=True, msg='the reports could not be written in %s: %s' % (args['directory'], e))
             return result
-        result.update(written, hosts=len(hosts), with_result=sum(1 for r in payload['results'].values() if r))
+        count = sum(1 for r in payload['results'].values() if r)
+        result.update(written, hosts=len(hosts), with_result=count, msg='%s/summary.md and summary.json: %d of %d hosts '
+                      'with a%s result' % (args['directory'], count, len(hosts), ' cached' if args['source'] == 'cache' else ''))
         return result

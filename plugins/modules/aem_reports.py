@@ -107,4 +107,9 @@ with_result:
   returned: success
   type: int
   sample: 2
+msg:
+  description: Where the summary is and how many hosts have a result; in check mode, that no report was written.
+  returned: always
+  type: str
+  sample: "/srv/reports/summary.md and summary.json: 2 of 3 hosts with a cached result"
 '''

@@ -33,6 +33,7 @@ __metaclass__ = type
 
 import io
 import json
+import numbers
 import os
 import tempfile
 import time
@@ -702,7 +703,7 @@ def plain(value):
         return dict((text(k), plain(v)) for k, v in value.items())
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float)):
+    if value is None or isinstance(value, numbers.Number):
         return value
     return text(value)
 
@@ -735,6 +736,7 @@ def cache_payload(hostvars, hosts, host_reports):
 
 
 def render(directory, payload):
+    """Write the files the payload asks for under directory; return the paths written and the charts' outcome."""
     results = payload.get('results') or {}
     write = payload.get('write')
     if write is None:
@@ -776,4 +778,3 @@ def render(directory, payload):
             'schema_version': SCHEMA_VERSION, 'generated': generated, 'title': payload.get('title'),
             'counts': summary_counts(rows), 'hosts': dict((host, row) for host, row in rows)})))
     return {'written': written, 'charts': charts}
-

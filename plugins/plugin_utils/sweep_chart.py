@@ -68,4 +68,3 @@ def draw(evidence, png, host):
     fig.savefig(png, dpi=100)
     plt.close(fig)
     return {'chart': png}
-
