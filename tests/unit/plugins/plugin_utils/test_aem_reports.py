@@ -459,7 +459,7 @@ def test_the_play_payload_has_every_hosts_result_and_facts_and_writes_the_batch(
                   'aem3': [{}, {}, None]},
         'write': ['aem1'], 'play': 'Post', 'chart': True}
     # plain JSON data, whatever the controller's container types
-    assert type(payload['results']['aem1']) is dict and type(payload['results']['aem1']['host']) is type(u'')
+    assert isinstance(payload['results']['aem1'], dict) and not isinstance(payload['results']['aem1']['host'], Tagged)
     assert json.loads(json.dumps(payload)) == payload
 
 
