@@ -53,9 +53,9 @@ SANITY_PYTHONS_221 ?= 3.9 3.11 3.12 3.13
 COMPAT_PYTHONS ?= 2.7 3.6
 
 # Unit test directories: all of them for the controller runs, the target-side ones (modules,
-# module_utils and the scripts the role runs on hosts) for compat.
+# module_utils, the scripts the role runs on hosts, and the reports, which keep to the same Python) for compat.
 UNIT_DIRS   ?= tests/unit
-COMPAT_DIRS ?= tests/unit/plugins/modules tests/unit/plugins/module_utils tests/unit/roles
+COMPAT_DIRS ?= tests/unit/plugins/modules tests/unit/plugins/module_utils tests/unit/plugins/plugin_utils tests/unit/roles
 
 # Extra arguments, e.g. make sanity SANITY_ARGS='--test pylint'; make unit PYTEST_ARGS='-n 2 -k blockdev'
 SANITY_ARGS ?=

@@ -747,44 +747,39 @@ def cmd_charts(args):
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
 
     caps = read_json(args.json).get('caps')
     if not caps:
         fail('%s has no "caps" section: run bench/caps.sh (make bench-caps) first' % args.json)
     summary = caps['summary']
-    cap = summary['mib_s_cap']
-    cap_iops = (summary['sweep'] or {}).get('caps', {}).get('iops') if summary.get('sweep') else None
     sub = 'QEMU-throttled NVMe (AEMOPS_VM_NVME_CAPS=%s), %s readers of random 8-16 KiB mmap reads; commit %s' % (
         caps['config']['nvme_caps'], caps['config']['readers'], caps['host'].get('git_commit', '?')[:10])
     if not os.path.isdir(args.outdir):
         os.makedirs(args.outdir)
-    written = []
+    written = [chart_timeline(plt, caps, sub, args.outdir)]
+    if summary.get('sweep'):
+        written.append(chart_amplification(plt, summary, sub, args.outdir))
+        written.append(chart_sequential(plt, summary, sub, args.outdir))
+    print('charts: %s' % ' '.join(written))
 
-    # 1. Device MiB/s over time, before and after; below it what those MiB/s carried (useful MiB/s)
+
+def save_chart(plt, fig, sub, outdir, name):
+    """The chart's footnote, its layout, and the PNG written as CHARTS[name] in outdir; returns its path."""
+    fig.text(0.01, 0.01, sub, fontsize=7, color='#555555')
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    path = os.path.join(outdir, os.path.basename(CHARTS[name]))
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def chart_timeline(plt, caps, sub, outdir):
+    """1. Device MiB/s over time, before and after; below it what those MiB/s carried (useful MiB/s)."""
+    summary = caps['summary']
+    cap = summary['mib_s_cap']
     fig, (ax, axb) = plt.subplots(2, 1, figsize=(9, 6.6), dpi=110, gridspec_kw={'height_ratios': [3, 1.15]})
     for phase in CAPS_PHASES:
-        color, label = PHASE_STYLE[phase]
-        recs = [r for r in caps['records'] if r['phase'] == phase]
-        med = summary['phases'].get(phase) or {}
-        for i, rec in enumerate(recs):
-            r = rec['result']['results'][0]
-            points = r.get('timeline') or []
-            if not points:
-                continue
-            text = raw_text = None
-            if i == 0:
-                text = '%s, %d KiB: %s s windows (median %s reads/s, amplification %sx, p99 %s ms)' % (
-                    label, r['read_ahead_kb'], '%g' % WINDOW_S, fmt(med['reads_per_s']['median'], 0),
-                    fmt(med['read_amplification']['median'], 1), fmt(med['p99_ms']['median'], 1))
-                raw_text = '%s, %g s samples' % (label.partition(':')[0], caps['config']['interval'])
-            win = windows(points)
-            if i == 0:
-                ax.plot([0.0] + [p[0] for p in points], [points[0][1]] + [p[1] for p in points],
-                        drawstyle='steps-pre', color=color, alpha=0.3, lw=0.8, label=raw_text)
-            if win:
-                ax.plot([0.0] + [p[0] for p in win], [win[0][1]] + [p[1] for p in win], drawstyle='steps-pre',
-                        color=color, alpha=0.95 if i == 0 else 0.6, lw=2.0, label=text)
+        timeline_lines(ax, caps, phase)
     if cap:
         ax.axhline(cap, color='black', ls='--', lw=1.2, label='throughput cap %g MiB/s' % cap)
     ax.set_xlabel('seconds into the random phase (one line per round)')
@@ -795,6 +790,37 @@ def cmd_charts(args):
     ax.set_title('Device MiB/s under the cap: read-ahead 4096 KiB (before) vs 32 KiB (after)', fontsize=11)
     ax.legend(loc='lower left', fontsize=7.5)
     ax.grid(alpha=0.3)
+    useful_bars(axb, summary, cap)
+    return save_chart(plt, fig, sub, outdir, 'timeline')
+
+
+def timeline_lines(ax, caps, phase):
+    """One phase's rounds on the timeline: the raw samples of its first round, and each round's windows."""
+    color, label = PHASE_STYLE[phase]
+    recs = [r for r in caps['records'] if r['phase'] == phase]
+    med = caps['summary']['phases'].get(phase) or {}
+    for i, rec in enumerate(recs):
+        r = rec['result']['results'][0]
+        points = r.get('timeline') or []
+        if not points:
+            continue
+        text = raw_text = None
+        if i == 0:
+            text = '%s, %d KiB: %s s windows (median %s reads/s, amplification %sx, p99 %s ms)' % (
+                label, r['read_ahead_kb'], '%g' % WINDOW_S, fmt(med['reads_per_s']['median'], 0),
+                fmt(med['read_amplification']['median'], 1), fmt(med['p99_ms']['median'], 1))
+            raw_text = '%s, %g s samples' % (label.partition(':')[0], caps['config']['interval'])
+        win = windows(points)
+        if i == 0:
+            ax.plot([0.0] + [p[0] for p in points], [points[0][1]] + [p[1] for p in points],
+                    drawstyle='steps-pre', color=color, alpha=0.3, lw=0.8, label=raw_text)
+        if win:
+            ax.plot([0.0] + [p[0] for p in win], [win[0][1]] + [p[1] for p in win], drawstyle='steps-pre',
+                    color=color, alpha=0.95 if i == 0 else 0.6, lw=2.0, label=text)
+
+
+def useful_bars(axb, summary, cap):
+    """Below the timeline: per phase, the device's median MiB/s and the useful part of it."""
     names, device, useful = [], [], []
     for phase in CAPS_PHASES:
         med = summary['phases'].get(phase)
@@ -815,74 +841,72 @@ def cmd_charts(args):
     axb.set_xlabel('MiB/s over the random phase')
     axb.legend(loc='lower right', fontsize=7.5, ncol=2, bbox_to_anchor=(1.0, 1.0), frameon=False)
     axb.grid(alpha=0.3, axis='x')
-    fig.text(0.01, 0.01, sub, fontsize=7, color='#555555')
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    written.append(os.path.join(args.outdir, os.path.basename(CHARTS['timeline'])))
-    fig.savefig(written[-1])
-    plt.close(fig)
 
-    sweep = summary.get('sweep')
-    if sweep:
-        rows = sorted(sweep['rows'], key=lambda r: r['read_ahead_kb'])
-        xs = [r['read_ahead_kb'] for r in rows]
 
-        def log2_axis(ax):
-            ax.set_xscale('log', base=2)
-            ax.xaxis.set_major_locator(FixedLocator(xs))
-            ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter([str(x) for x in xs]))
-            ax.xaxis.set_minor_locator(NullLocator())
-            ax.xaxis.set_minor_formatter(NullFormatter())
-            ax.set_xlabel('read_ahead_kb')
-            rec = sweep['recommended_kb']
-            if rec is not None:
-                ax.axvline(rec, color='#27ae60', ls=':', lw=1.5, label='recommended %s KiB' % rec)
+def sweep_rows(summary):
+    """The sweep's rows in ascending read-ahead, and their read-ahead values (the x axis)."""
+    rows = sorted(summary['sweep']['rows'], key=lambda r: r['read_ahead_kb'])
+    return rows, [r['read_ahead_kb'] for r in rows]
 
-        # 2. Amplification and p99 latency against read-ahead
-        fig, ax = plt.subplots(figsize=(9, 4.8), dpi=110)
-        ax.plot(xs, [r['read_amplification'] for r in rows], 'o-', color='#c0392b', label='read amplification')
-        ax.set_yscale('log')
-        ax.set_ylabel('read amplification (device bytes / bytes asked), log', color='#c0392b')
-        log2_axis(ax)
-        ax2 = ax.twinx()
-        ax2.plot(xs, [r['p99_ms'] for r in rows], 's--', color='#2471a3', label='p99 latency')
-        ax2.plot(xs, [r['p50_ms'] for r in rows], '^:', color='#5dade2', label='p50 latency')
-        ax2.set_ylabel('latency ms', color='#2471a3')
-        ax2.set_ylim(0, max(r['p99_ms'] for r in rows) * 1.15)
-        lines = ax.get_legend_handles_labels()
-        lines2 = ax2.get_legend_handles_labels()
-        ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc='upper left', fontsize=8)
-        ax.set_title('Random 8-16 KiB mmap reads: amplification and latency against read-ahead', fontsize=11)
-        ax.grid(alpha=0.3)
-        fig.text(0.01, 0.01, sub, fontsize=7, color='#555555')
-        fig.tight_layout(rect=(0, 0.03, 1, 1))
-        written.append(os.path.join(args.outdir, os.path.basename(CHARTS['amplification'])))
-        fig.savefig(written[-1])
-        plt.close(fig)
 
-        # 3. Sequential MiB/s against read-ahead (with random reads/s for the trade-off)
-        fig, ax = plt.subplots(figsize=(9, 4.8), dpi=110)
-        ax.plot(xs, [r['seq_mib_s'] for r in rows], 'o-', color='#8e44ad', label='sequential MiB/s (cold read)')
-        if cap:
-            ax.axhline(cap, color='black', ls='--', lw=1.2, label='throughput cap %g MiB/s' % cap)
-        ax.set_ylabel('sequential MiB/s', color='#8e44ad')
-        ax.set_ylim(0, max([r['seq_mib_s'] or 0 for r in rows] + [cap or 0]) * 1.2)
-        log2_axis(ax)
-        ax2 = ax.twinx()
-        ax2.plot(xs, [r['reads_per_s'] for r in rows], 's--', color='#d35400', label='random reads/s')
-        ax2.set_ylabel('random reads/s', color='#d35400')
-        ax2.set_ylim(0, max(r['reads_per_s'] for r in rows) * 1.2)
-        lines = ax.get_legend_handles_labels()
-        lines2 = ax2.get_legend_handles_labels()
-        ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc='center right', fontsize=8)
-        ax.set_title('The trade-off: sequential MiB/s and random reads/s against read-ahead', fontsize=11)
-        ax.grid(alpha=0.3)
-        note = sub if cap_iops is None else '%s; caps %s IOPS, %g MiB/s' % (sub, cap_iops, cap)
-        fig.text(0.01, 0.01, note, fontsize=7, color='#555555')
-        fig.tight_layout(rect=(0, 0.03, 1, 1))
-        written.append(os.path.join(args.outdir, os.path.basename(CHARTS['sequential'])))
-        fig.savefig(written[-1])
-        plt.close(fig)
-    print('charts: %s' % ' '.join(written))
+def log2_axis(ax, xs, recommended):
+    """A read-ahead x axis: log 2, a tick at each value swept, the recommended value marked."""
+    import matplotlib
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+    ax.set_xscale('log', base=2)
+    ax.xaxis.set_major_locator(FixedLocator(xs))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter([str(x) for x in xs]))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel('read_ahead_kb')
+    if recommended is not None:
+        ax.axvline(recommended, color='#27ae60', ls=':', lw=1.5, label='recommended %s KiB' % recommended)
+
+
+def chart_amplification(plt, summary, sub, outdir):
+    """2. Amplification and p99 latency against read-ahead."""
+    rows, xs = sweep_rows(summary)
+    fig, ax = plt.subplots(figsize=(9, 4.8), dpi=110)
+    ax.plot(xs, [r['read_amplification'] for r in rows], 'o-', color='#c0392b', label='read amplification')
+    ax.set_yscale('log')
+    ax.set_ylabel('read amplification (device bytes / bytes asked), log', color='#c0392b')
+    log2_axis(ax, xs, summary['sweep']['recommended_kb'])
+    ax2 = ax.twinx()
+    ax2.plot(xs, [r['p99_ms'] for r in rows], 's--', color='#2471a3', label='p99 latency')
+    ax2.plot(xs, [r['p50_ms'] for r in rows], '^:', color='#5dade2', label='p50 latency')
+    ax2.set_ylabel('latency ms', color='#2471a3')
+    ax2.set_ylim(0, max(r['p99_ms'] for r in rows) * 1.15)
+    lines = ax.get_legend_handles_labels()
+    lines2 = ax2.get_legend_handles_labels()
+    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc='upper left', fontsize=8)
+    ax.set_title('Random 8-16 KiB mmap reads: amplification and latency against read-ahead', fontsize=11)
+    ax.grid(alpha=0.3)
+    return save_chart(plt, fig, sub, outdir, 'amplification')
+
+
+def chart_sequential(plt, summary, sub, outdir):
+    """3. Sequential MiB/s against read-ahead (with random reads/s for the trade-off)."""
+    rows, xs = sweep_rows(summary)
+    cap = summary['mib_s_cap']
+    cap_iops = (summary['sweep'] or {}).get('caps', {}).get('iops')
+    fig, ax = plt.subplots(figsize=(9, 4.8), dpi=110)
+    ax.plot(xs, [r['seq_mib_s'] for r in rows], 'o-', color='#8e44ad', label='sequential MiB/s (cold read)')
+    if cap:
+        ax.axhline(cap, color='black', ls='--', lw=1.2, label='throughput cap %g MiB/s' % cap)
+    ax.set_ylabel('sequential MiB/s', color='#8e44ad')
+    ax.set_ylim(0, max([r['seq_mib_s'] or 0 for r in rows] + [cap or 0]) * 1.2)
+    log2_axis(ax, xs, summary['sweep']['recommended_kb'])
+    ax2 = ax.twinx()
+    ax2.plot(xs, [r['reads_per_s'] for r in rows], 's--', color='#d35400', label='random reads/s')
+    ax2.set_ylabel('random reads/s', color='#d35400')
+    ax2.set_ylim(0, max(r['reads_per_s'] for r in rows) * 1.2)
+    lines = ax.get_legend_handles_labels()
+    lines2 = ax2.get_legend_handles_labels()
+    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc='center right', fontsize=8)
+    ax.set_title('The trade-off: sequential MiB/s and random reads/s against read-ahead', fontsize=11)
+    ax.grid(alpha=0.3)
+    note = sub if cap_iops is None else '%s; caps %s IOPS, %g MiB/s' % (sub, cap_iops, cap)
+    return save_chart(plt, fig, note, outdir, 'sequential')
 
 
 def main(argv=None):

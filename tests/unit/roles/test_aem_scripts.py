@@ -5,7 +5,8 @@
 """The role's host-side scripts, run as the role runs them (a Python on the host, arguments on the command line).
 
 wait_aem.py gets fake ``systemctl`` and ``journalctl`` executables on PATH that report a unit
-state from a file, and a real HTTP server on 127.0.0.1. scan_aem_log.py gets an error.log.
+state from a file, and a real HTTP server on 127.0.0.1. scan_aem_log.py gets an error.log. boot_clock.py gets a
+fake /proc, and this host's.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -31,6 +32,7 @@ FILES = os.path.join(os.path.dirname(os.path.realpath(__file__)), os.pardir, os.
                      'roles', 'aem_tuning', 'files')
 WAIT = os.path.join(FILES, 'wait_aem.py')
 SCAN = os.path.join(FILES, 'scan_aem_log.py')
+CLOCK = os.path.join(FILES, 'boot_clock.py')
 
 FAKE_SYSTEMCTL = """#!/bin/sh
 # systemctl show UNIT --no-pager --property=...: the state kept in $FAKE_UNIT_STATE
@@ -169,3 +171,21 @@ def test_the_log_window_is_from_the_start_to_the_end_of_the_run(tmpdir):
 def test_a_missing_log_is_reported(tmpdir):
     out = subprocess.check_output([sys.executable, SCAN, str(tmpdir.join('none.log')), '0'])
     assert 'error' in json.loads(out.decode('utf-8'))
+
+
+def test_boot_clock_reads_the_boot_id_and_boot_time(tmpdir):
+    tmpdir.join('proc', 'sys', 'kernel', 'random').ensure(dir=True)
+    tmpdir.join('proc', 'sys', 'kernel', 'random', 'boot_id').write('0f8e-boot\n')
+    tmpdir.join('proc', 'stat').write('cpu  1 2 3\nbtime 1796219953\nprocesses 5\n')
+    out = subprocess.check_output([sys.executable, CLOCK, str(tmpdir) + '/'])
+    data = json.loads(out.decode('utf-8'))
+    assert data['boot_id'] == '0f8e-boot'
+    assert data['booted_epoch'] == 1796219953 and data['booted'] == '2026-12-02T13:59:13Z'
+    assert data['iso'].endswith('Z') and data['epoch'] > 1796219953
+
+
+@pytest.mark.skipif(not os.path.exists('/proc/sys/kernel/random/boot_id'), reason='not Linux')
+def test_boot_clock_on_this_host():
+    data = json.loads(subprocess.check_output([sys.executable, CLOCK]).decode('utf-8'))
+    with open('/proc/sys/kernel/random/boot_id') as f:
+        assert data['boot_id'] == f.read().strip()

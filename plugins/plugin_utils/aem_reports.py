@@ -1,15 +1,15 @@
-#!/usr/bin/env python
 # -*- coding: utf-8 -*-
 # Copyright (c) aemops.os_tuning contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Write the role's reports on the controller from the hosts' aem_tuning_result: aem_reports.py DIR PAYLOAD.
+"""The role's reports on the controller, from the hosts' aem_tuning_result: ``render(directory, payload)``.
 
-One process per play batch (the role's report.yml, run_once) or per fleet summary (playbooks/summary.yml), whatever
-the number of hosts. PAYLOAD is a file on the controller (tasks/aem_reports.yml writes it, mode 0600, and removes it
-afterwards; never the command line or stdin, which the job events keep) holding a JSON object:
+Called by the action plugin ``aemops.os_tuning.aem_reports`` (plugins/action/aem_reports.py), once per play batch
+(the role's tasks/report.yml, run_once) or per fleet summary (tasks/summary.yml), whatever the number of hosts. The
+action builds the payload from the play's host variables in the controller's memory: it never goes on a command line,
+stdin or a file, nor into the task's arguments or result, which the job events keep. The payload is a mapping:
 
-- ``results``: ``{host: aem_tuning_result or null}`` (null: the host has no result);
+- ``results``: ``{host: aem_tuning_result or None}`` (None: the host has no result);
 - ``facts``: ``{host: [before, after, sweep evidence]}``, the full facts the result does not carry (the role's
   ``__aem_tuning_before``, ``__aem_tuning_after``, and the sweep's evidence with its rows), for before.json,
   after.json and the report's sweep table; absent from the fleet summary (the fact cache holds results only);
@@ -17,13 +17,14 @@ afterwards; never the command line or stdin, which the job events keep) holding 
 - ``play``: when set, a result whose ``play`` differs is left out of the summary (one set by an earlier play of the
   same run, e.g. migrate-aem.yml's pre phase seen from post);
 - ``summary`` (default true), ``chart`` (default true: sweep.png where a host has sweep results and matplotlib is
-  importable).
+  importable), ``title``.
 
 Writes DIR/HOST/report.md (and sweep.png; before.json and after.json where ``facts`` has the host), DIR/summary.md
-and DIR/summary.json, each through a temporary file renamed into place. Reads nothing else: the reports depend only on the payload. Prints one
-JSON line: ``written`` (paths) and ``charts`` (per host: the PNG, or why none was drawn). Exit 0; 2 on a bad payload.
-Reads aem_tuning_result's schema 2 (docs/result.md: ``readings`` in place of the full facts).
-Runs on Python 2.7 and 3 (the controller's Python; the tests run it on the target Pythons too).
+and DIR/summary.json, each through a temporary file renamed into place. Reads nothing else: the reports depend only
+on the payload. Returns ``written`` (paths) and ``charts`` (per host: the PNG, or why none was drawn).
+
+Reads aem_tuning_result's schema 3 (docs/result.md: ``misses`` as mappings) and schema 2 (``misses`` as
+"subject: message" strings), which a fact cache may still hold from an earlier run: a miss reads the same in both.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -32,12 +33,14 @@ __metaclass__ = type
 
 import io
 import json
+import numbers
 import os
-import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+from ansible_collections.aemops.os_tuning.plugins.module_utils.aem import is_aem, label
+from ansible_collections.aemops.os_tuning.plugins.plugin_utils import sweep_chart
+
 SCHEMA_VERSION = 1
 TEXT = type(u'')
 
@@ -174,6 +177,14 @@ def miss_count(r):
     """How many misses the run found after it: ``misses_count`` (the result lists the first few only)."""
     count = r.get('misses_count')
     return count if count is not None else len(r.get('misses') or [])
+
+
+def miss_text(miss):
+    """One miss as the reports word it: "subject: message". A schema 3 result holds each miss as a mapping; a schema
+    2 result (an older run's, in the fact cache) held the string already."""
+    if isinstance(miss, dict):
+        return '%s: %s' % (miss.get('subject'), miss.get('message'))
+    return text(miss)
 
 
 def outcome(r):
@@ -347,6 +358,19 @@ def error_log_lines(r):
     return out + ['']
 
 
+def aem_state(rd, stale):
+    """What became of AEM's open files (the readers' summary of the result)."""
+    if rd.get('aem_restarted'):
+        return 'restarted (aem_tuning_restart_stale_aem)'
+    if rd.get('aem_needs_restart'):
+        return 'needs a restart (set aem_tuning_restart_stale_aem: true to let the role do it)'
+    if any(is_aem(x, rd.get('aem_unit')) for x in stale):
+        return 'still stale: an apply run refreshes it in place'
+    if rd.get('aem_refreshed'):
+        return 'refreshed in place, no restart needed'
+    return 'not among them'
+
+
 def readers_lines(r):
     rd = r.get('readers') or {}
     refreshed, stale, restart = rd.get('refreshed') or [], rd.get('stale') or [], rd.get('needs_restart') or []
@@ -372,24 +396,11 @@ def readers_lines(r):
                 'in place, so a reader opened at the earlier value needs a restart in your next window.', '']
     unit = rd.get('aem_unit')
     if unit:
-        units = (unit, unit + '.service')
-        if rd.get('aem_restarted'):
-            state = 'restarted (aem_tuning_restart_stale_aem)'
-        elif rd.get('aem_needs_restart'):
-            state = 'needs a restart (set aem_tuning_restart_stale_aem: true to let the role do it)'
-        elif any(x.get('unit') in units for x in stale):
-            state = 'still stale: an apply run refreshes it in place'
-        elif rd.get('aem_refreshed'):
-            state = 'refreshed in place, no restart needed'
-        else:
-            state = 'not among them'
-        out.append('AEM\'s unit %s: %s.' % (unit, state))
-        others = [x for x in refreshed if x.get('unit') not in units]
+        out.append('AEM\'s unit %s: %s.' % (unit, aem_state(rd, stale)))
+        others = [x for x in refreshed if not is_aem(x, unit)]
         if others:
             out.append('Also refreshed, outside AEM\'s unit (POSIX_FADV_NORMAL also clears a RANDOM or SEQUENTIAL hint '
-                       'they may have set): %s.' % ', '.join(
-                           'pid %s (%s%s)' % (x.get('pid'), x.get('comm'), (', ' + x['unit']) if x.get('unit') else '')
-                           for x in others))
+                       'they may have set): %s.' % ', '.join(label(x) for x in others))
     else:
         out.append('AEM\'s unit: not named (aem_tuning_aem_service).')
     return out + ['']
@@ -442,19 +453,17 @@ def ebs_lines(r):
     return out
 
 
-def report_md(host, r, chart, facts_before=None, facts_after=None):
-    """report.md from the result; the full facts, when the payload has them, add what set each value before, tuned's
-    conflicting profiles and why the boot loader is handled as it is."""
-    first, before, after = readings(r)
+def header_lines(host, r):
+    """The title and, after a failure, its paragraph."""
     check = ', check mode' if r.get('check_mode') else ''
-    out = ['# %s: read-ahead and THP (%s, %s mode%s)' % (host, r.get('state'), r.get('mode'), check), '']
-    out += failure_paragraph(r)
-    if not before.get('os'):
-        # A refusal before the facts were complete: the message above is the report. (A host lost after the change
-        # has no reading after it: its "after" column is empty.)
-        out += ['No facts were read from the host.', '']
-        return '\n'.join(out)
-    out += ['Run started %s (the host\'s clock). %s %s, tuned %s: %s -> %s.' % (
+    return (['# %s: read-ahead and THP (%s, %s mode%s)' % (host, r.get('state'), r.get('mode'), check), '']
+            + failure_paragraph(r))
+
+
+def run_lines(r):
+    """When the run started, the OS and tuned, and what "first run" means."""
+    first, before, after = readings(r)
+    out = ['Run started %s (the host\'s clock). %s %s, tuned %s: %s -> %s.' % (
         r.get('started'), get(before, 'os', 'id'), get(before, 'os', 'version_id'),
         get(after or before, 'tuned', 'version') or 'not installed',
         ' '.join(get(before, 'tuned', 'active_profiles', default=[])) or '-',
@@ -462,11 +471,17 @@ def report_md(host, r, chart, facts_before=None, facts_after=None):
     taken = r.get('snapshot_taken')
     out += ['"first run" is the snapshot taken before this collection first changed the host%s.' % (
         (' (%s, %s %s)' % (taken, get(first, 'os', 'id'), get(first, 'os', 'version_id'))) if taken else ''), '']
+    return out
+
+
+def device_lines(r, facts_before):
+    """The read-ahead table: each target and device, first run, before, after, wanted, what set it before."""
+    first, before, after = readings(r)
     if r.get('failed_before_change') and not r.get('targets') and not r.get('devices'):
-        out += ['No target was resolved.', '']
+        out = ['No target was resolved.', '']
     else:
-        out += ['| target | device | layer | first run KiB | before KiB | after KiB | wanted | before set by |',
-                '|---|---|---|---:|---:|---:|---:|---|']
+        out = ['| target | device | layer | first run KiB | before KiB | after KiB | wanted | before set by |',
+               '|---|---|---|---:|---:|---:|---:|---|']
         for target, name in device_rows(r):
             out.append('| %s | %s | %s | %s | %s | %s | %s | %s |' % (
                 target, name, get(before, 'devices', name, default='?'),
@@ -476,10 +491,12 @@ def report_md(host, r, chart, facts_before=None, facts_after=None):
     why = get(r, 'read_ahead_default', 'why')
     if r.get('state') == 'present' and why:
         out += ['', 'Wanted read-ahead: %s.' % why]
-    out.append('')
-    if r.get('auto') and r.get('state') == 'present':
-        out += sweep_section(host, r, chart)
-    out += ['| THP | first run | before | after |', '|---|---|---|---|']
+    return out + ['']
+
+
+def thp_lines(r):
+    first, before, after = readings(r)
+    out = ['| THP | first run | before | after |', '|---|---|---|---|']
     for attr in ('enabled', 'defrag'):
         out.append('| %s | %s | %s | %s |' % (attr, get(first, 'thp', attr, default='n/a'),
                                               get(before, 'thp', attr, default='n/a'),
@@ -487,55 +504,71 @@ def report_md(host, r, chart, facts_before=None, facts_after=None):
     out.append('| kernel command line (running) | %s | %s | %s |' % (
         dash(get(first, 'thp', 'running_cmdline')), dash(get(before, 'thp', 'running_cmdline')),
         dash(get(after, 'thp', 'running_cmdline'))))
-    out.append('')
+    return out + ['']
+
+
+def probe_lines(r):
+    """io_probe's reads before and after the change, and what each EBS volume says of them."""
     probe = r.get('probe') or {}
     pb, pa = probe.get('before') or {}, probe.get('after') or {}
-    if 'read_amplification' in pb and 'read_amplification' in pa:
-        out += ['| io_probe (%s, %s KiB random reads on %s) | before | after |' % (
-            probe.get('method'), probe.get('record_kb'), probe.get('device')), '|---|---:|---:|',
-            '| read-ahead KiB | %s | %s |' % (pb.get('read_ahead_kb'), pa.get('read_ahead_kb')),
-            '| reads | %s | %s |' % (pb.get('reads'), pa.get('reads')),
-            '| read amplification (device bytes / bytes read) | %s%s | %s%s |' % (
-                pb.get('read_amplification'), ' (noisy)' if pb.get('noisy') else '',
-                pa.get('read_amplification'), ' (noisy)' if pa.get('noisy') else ''),
-            '| latency p50 / p99 ms | %s / %s | %s / %s |' % (
-                get(pb, 'latency', 'p50_ms', default='?'), get(pb, 'latency', 'p99_ms', default='?'),
-                get(pa, 'latency', 'p50_ms', default='?'), get(pa, 'latency', 'p99_ms', default='?')), '']
-        out += ebs_lines(r)
+    if 'read_amplification' not in pb or 'read_amplification' not in pa:
+        return []
+    out = ['| io_probe (%s, %s KiB random reads on %s) | before | after |' % (
+        probe.get('method'), probe.get('record_kb'), probe.get('device')), '|---|---:|---:|',
+        '| read-ahead KiB | %s | %s |' % (pb.get('read_ahead_kb'), pa.get('read_ahead_kb')),
+        '| reads | %s | %s |' % (pb.get('reads'), pa.get('reads')),
+        '| read amplification (device bytes / bytes read) | %s%s | %s%s |' % (
+            pb.get('read_amplification'), ' (noisy)' if pb.get('noisy') else '',
+            pa.get('read_amplification'), ' (noisy)' if pa.get('noisy') else ''),
+        '| latency p50 / p99 ms | %s / %s | %s / %s |' % (
+            get(pb, 'latency', 'p50_ms', default='?'), get(pb, 'latency', 'p99_ms', default='?'),
+            get(pa, 'latency', 'p50_ms', default='?'), get(pa, 'latency', 'p99_ms', default='?')), '']
+    return out + ebs_lines(r)
+
+
+def conflict_lines(r, facts_after):
+    """tuned's other profiles that set what the collection sets: from the full facts, else their number."""
     conflicts = get(facts_after or {}, 'tuned', 'conflicts', default=[])
     if conflicts:
-        out += ['Other tuned profiles that set what the collection sets (tuned ends with the winner\'s value):', '',
-                '| profile | section | option | its value | ours | winner |', '|---|---|---|---|---|---|']
+        out = ['Other tuned profiles that set what the collection sets (tuned ends with the winner\'s value):', '',
+               '| profile | section | option | its value | ours | winner |', '|---|---|---|---|---|---|']
         for c in conflicts:
             out.append('| %s | %s | %s | %s | %s | %s%s |' % (
                 c.get('profile'), c.get('section'), c.get('option'), c.get('value'), c.get('ours'), c.get('winner'),
                 (' (where %s)' % c['condition']) if c.get('condition') else ''))
-        out.append('')
-    elif get(after, 'tuned', 'conflicts'):
-        out += ['Other tuned profiles set what the collection sets: %s (listed in the role\'s report on the controller).'
-                % get(after, 'tuned', 'conflicts'), '']
+        return out + ['']
+    _first, _before, after = readings(r)
+    if get(after, 'tuned', 'conflicts'):
+        return ['Other tuned profiles set what the collection sets: %s (listed in the role\'s report on the '
+                'controller).' % get(after, 'tuned', 'conflicts'), '']
+    return []
+
+
+def host_lines(r, facts_after):
+    """The boot loader, the reboot, AEM and tuned-adm verify."""
+    _first, before, _after = readings(r)
     reason = get(facts_after or {}, 'os', 'boot_reason')
-    out.append('Boot loader: %s%s.' % (get(before, 'os', 'boot_method'), ' (%s)' % reason if reason else ''))
+    out = ['Boot loader: %s%s.' % (get(before, 'os', 'boot_method'), ' (%s)' % reason if reason else '')]
     out += reboot_lines(r)
     out += aem_lines(r)
-    out.append('tuned-adm verify: %s.' % r.get('tuned_verify'))
-    out.append('')
-    out += error_log_lines(r)
-    out += readers_lines(r)
+    return out + ['tuned-adm verify: %s.' % r.get('tuned_verify'), '']
+
+
+def changes_lines(r):
     changes = r.get('changes') or []
     if changes:
-        out += ['## %s' % ('What this run would change (check mode)' if r.get('check_mode') else 'What this run changed'),
-                '']
-        out += ['- %s' % change_words(r, c) for c in changes]
-        out.append('')
-    elif not r.get('error'):
-        out += ['This run changed nothing on the host.', '']
-    for e in r.get('fact_errors') or []:
-        out.append('Facts not read: %s' % e)
-    # Every miss: from the full facts where the payload has them, else the result's first ones and how many more.
+        title = 'What this run would change (check mode)' if r.get('check_mode') else 'What this run changed'
+        return ['## %s' % title, ''] + ['- %s' % change_words(r, c) for c in changes] + ['']
+    if not r.get('error'):
+        return ['This run changed nothing on the host.', '']
+    return []
+
+
+def misses_lines(r, facts_after):
+    """Every miss: from the full facts where the payload has them, else the result's first ones and how many more."""
+    out = ['Facts not read: %s' % e for e in r.get('fact_errors') or []]
     full = get(facts_after or {}, 'compliance', 'misses')
-    misses = (['%s: %s' % (m.get('subject'), m.get('message')) for m in full] if full and not r.get('lost')
-              else r.get('misses') or [])
+    misses = [miss_text(m) for m in (full if full and not r.get('lost') else r.get('misses') or [])]
     if misses:
         out.append('Not compliant:')
         out += ['- %s' % m for m in misses]
@@ -544,7 +577,22 @@ def report_md(host, r, chart, facts_before=None, facts_after=None):
                        % (miss_count(r) - len(misses)))
     elif not r.get('error'):
         out.append('Compliant.')
-    out.append('')
+    return out + ['']
+
+
+def report_md(host, r, chart, facts_before=None, facts_after=None):
+    """report.md from the result; the full facts, when the payload has them, add what set each value before, tuned's
+    conflicting profiles and why the boot loader is handled as it is."""
+    out = header_lines(host, r)
+    if not readings(r)[1].get('os'):
+        # A refusal before the facts were complete: the message above is the report. (A host lost after the change
+        # has no reading after it: its "after" column is empty.)
+        return '\n'.join(out + ['No facts were read from the host.', ''])
+    out += run_lines(r) + device_lines(r, facts_before)
+    if r.get('auto') and r.get('state') == 'present':
+        out += sweep_section(host, r, chart)
+    out += thp_lines(r) + probe_lines(r) + conflict_lines(r, facts_after) + host_lines(r, facts_after)
+    out += error_log_lines(r) + readers_lines(r) + changes_lines(r) + misses_lines(r, facts_after)
     return '\n'.join(out)
 
 
@@ -567,7 +615,8 @@ def summary_row(host, r):
     return {
         'host': host, 'schema_version': r.get('schema_version'), 'state': r.get('state'), 'mode': r.get('mode'),
         'check_mode': r.get('check_mode'), 'started': r.get('started'), 'verified': r.get('verified'),
-        'compliant': r.get('compliant'), 'outcome': outcome(r), 'misses': r.get('misses') or [],
+        'compliant': r.get('compliant'), 'outcome': outcome(r),
+        'misses': [miss_text(m) for m in r.get('misses') or []],
         'misses_count': miss_count(r),
         'lost': r.get('lost'), 'verdict': verdict(r),
         'error': r.get('error') or '', 'read_ahead_kb': r.get('read_ahead_kb'),
@@ -636,20 +685,58 @@ def summary_md(rows, title):
 
 
 def draw_chart(host, r, directory):
-    """sweep.png from the host's sweep results, through files/sweep_chart.py; {} when there is nothing to draw."""
+    """sweep.png from the host's sweep results (sweep_chart.draw); {} when there is nothing to draw."""
     sw = r.get('read_ahead_sweep') or {}
     if not sw.get('results'):
         return {}
-    if HERE not in sys.path:
-        sys.path.insert(0, HERE)
-    import sweep_chart  # pylint: disable=import-error  # files/sweep_chart.py, next to this file
     png = os.path.join(directory, 'sweep.png')
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)
     return sweep_chart.draw(sw, png, host)
 
 
+def plain(value):
+    """A copy of a host variable as plain JSON data (dict, list, text, numbers, booleans, None): what the renderer
+    reads, whatever container types the controller's ansible-core gives (its lazily templated dicts and lists, its
+    tagged or unsafe strings). Any other value becomes its text."""
+    if isinstance(value, dict) or hasattr(value, 'items'):
+        return dict((text(k), plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if value is None or isinstance(value, numbers.Number):
+        return value
+    return text(value)
+
+
+# The role's host variables the reports read in a play (tasks/report.yml): its result (the cacheable fact), and the
+# full facts before and after the change and the sweep's choice, which the result does not carry.
+RESULT, BEFORE, AFTER, CHOICE = 'aem_tuning_result', '__aem_tuning_before', '__aem_tuning_after', '__aem_tuning_choice'
+
+
+def play_payload(hostvars, hosts, batch, play):
+    """The payload of a play's reports: every host's result and full facts; this batch's hosts get their files."""
+    results, facts = {}, {}
+    for host in hosts:
+        hv = hostvars.get(host) or {}
+        results[host] = plain(hv.get(RESULT))
+        choice = hv.get(CHOICE)
+        facts[host] = [plain(hv.get(BEFORE, {})), plain(hv.get(AFTER, {})),
+                       plain(choice.get('evidence')) if hasattr(choice, 'get') else None]
+    return {'results': results, 'facts': facts, 'write': list(batch), 'play': play or '', 'chart': True}
+
+
+def cache_payload(hostvars, hosts, host_reports):
+    """The payload of the fleet summary from the fact cache (tasks/summary.yml): each host's cached result only."""
+    results = {}
+    for host in hosts:
+        cached = (hostvars.get(host) or {}).get('ansible_facts')
+        results[host] = plain(cached.get(RESULT)) if hasattr(cached, 'get') else None
+    return {'results': results, 'write': list(hosts) if host_reports else [], 'chart': bool(host_reports),
+            'title': 'from the fact cache'}
+
+
 def render(directory, payload):
+    """Write the files the payload asks for under directory; return the paths written and the charts' outcome."""
     results = payload.get('results') or {}
     write = payload.get('write')
     if write is None:
@@ -691,24 +778,3 @@ def render(directory, payload):
             'schema_version': SCHEMA_VERSION, 'generated': generated, 'title': payload.get('title'),
             'counts': summary_counts(rows), 'hosts': dict((host, row) for host, row in rows)})))
     return {'written': written, 'charts': charts}
-
-
-def main(argv):
-    if len(argv) != 3:
-        sys.stderr.write('usage: aem_reports.py DIR PAYLOAD (a file holding a JSON object)\n')
-        return 2
-    try:
-        with io.open(argv[2], encoding='utf-8') as f:
-            payload = json.load(f)
-    except (IOError, OSError, ValueError, TypeError) as e:
-        sys.stderr.write('aem_reports.py: the payload %s is not a readable JSON object: %s\n' % (argv[2], e))
-        return 2
-    if not isinstance(payload, dict):
-        sys.stderr.write('aem_reports.py: the payload is not a JSON object\n')
-        return 2
-    print(json.dumps(render(argv[1], payload)))
-    return 0
-
-
-if __name__ == '__main__':
-    sys.exit(main(sys.argv))

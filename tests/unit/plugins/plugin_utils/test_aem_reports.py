@@ -2,8 +2,8 @@
 # Copyright (c) aemops.os_tuning contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The role's reports, rendered on the controller from aem_tuning_result alone (files/aem_reports.py), and the host-side
-boot_clock.py, run as the role runs them.
+"""The role's reports, rendered on the controller from aem_tuning_result alone (plugin_utils/aem_reports.py, which the
+action aemops.os_tuning.aem_reports calls), and the payload the action builds from the play's host variables.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,15 +13,8 @@ __metaclass__ = type
 import copy
 import json
 import os
-import subprocess
-import sys
 
-import pytest
-
-FILES = os.path.join(os.path.dirname(os.path.realpath(__file__)), os.pardir, os.pardir, os.pardir,
-                     'roles', 'aem_tuning', 'files')
-REPORTS = os.path.join(FILES, 'aem_reports.py')
-CLOCK = os.path.join(FILES, 'boot_clock.py')
+from ansible_collections.aemops.os_tuning.plugins.plugin_utils import aem_reports
 
 
 def reading(kb, thp, profiles):
@@ -84,14 +77,11 @@ APPLIED_WITH_REBOOT = dict(
 )
 
 
-def run(tmpdir, payload, raw=None):
-    """aem_reports.py DIR PAYLOAD as tasks/aem_reports.yml runs it: the payload in a file of its own, outside DIR."""
-    path = tmpdir.dirpath().join(tmpdir.basename + '.payload.json')
-    path.write_binary(raw if raw is not None else json.dumps(payload).encode('utf-8'))
-    proc = subprocess.Popen([sys.executable, REPORTS, str(tmpdir), str(path)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = proc.communicate(b'')
-    return proc.returncode, out.decode('utf-8'), err.decode('utf-8')
+def run(tmpdir, payload):
+    """render(DIR, payload) as the action calls it, on a copy of the payload as plain JSON data (what the action's
+    ``plain`` makes of the host variables). Returns (0, what it returned as JSON, '')."""
+    written = aem_reports.render(str(tmpdir), json.loads(json.dumps(payload)))
+    return 0, json.dumps(written), ''
 
 
 def read(path):
@@ -228,12 +218,6 @@ def test_the_sweep_chart_is_drawn_or_its_absence_explained(tmpdir):
         assert json.loads(out)['charts']['aem1'].endswith('sweep.png')
 
 
-def test_a_bad_payload_exits_2(tmpdir):
-    rc, _out, err = run(tmpdir, None, raw=b'eyJyZXN1bHRzIjoge319')  # base64, as the payload once was
-    assert rc == 2 and 'is not a readable JSON object' in err
-    assert tmpdir.listdir() == []
-
-
 def test_the_reports_depend_on_nothing_but_the_payload(tmpdir):
     """A stale file from an earlier run is replaced, not read."""
     tmpdir.join('aem1').ensure(dir=True)
@@ -243,24 +227,6 @@ def test_the_reports_depend_on_nothing_but_the_payload(tmpdir):
     assert 'stale' not in read(tmpdir.join('aem1', 'report.md'))
     assert 'stale' not in read(tmpdir.join('summary.md'))
     assert [p.basename for p in tmpdir.join('aem1').listdir() if p.basename.startswith('.')] == []
-
-
-def test_boot_clock_reads_the_boot_id_and_boot_time(tmpdir):
-    tmpdir.join('proc', 'sys', 'kernel', 'random').ensure(dir=True)
-    tmpdir.join('proc', 'sys', 'kernel', 'random', 'boot_id').write('0f8e-boot\n')
-    tmpdir.join('proc', 'stat').write('cpu  1 2 3\nbtime 1796219953\nprocesses 5\n')
-    out = subprocess.check_output([sys.executable, CLOCK, str(tmpdir) + '/'])
-    data = json.loads(out.decode('utf-8'))
-    assert data['boot_id'] == '0f8e-boot'
-    assert data['booted_epoch'] == 1796219953 and data['booted'] == '2026-12-02T13:59:13Z'
-    assert data['iso'].endswith('Z') and data['epoch'] > 1796219953
-
-
-@pytest.mark.skipif(not os.path.exists('/proc/sys/kernel/random/boot_id'), reason='not Linux')
-def test_boot_clock_on_this_host():
-    data = json.loads(subprocess.check_output([sys.executable, CLOCK]).decode('utf-8'))
-    with open('/proc/sys/kernel/random/boot_id') as f:
-        assert data['boot_id'] == f.read().strip()
 
 
 def aem_reader(why, reason):
@@ -400,3 +366,107 @@ def test_the_result_lists_the_first_misses_and_the_report_every_one(tmpdir):
     text = read(tmpdir.join('b', 'aem1', 'report.md'))
     assert '- dev5: reads 4096 KiB, not 32' in text and '- dev6:' not in text
     assert '- and 8 more (not kept in the result; the report written with the run lists them all)' in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Misses as data (schema 3) and as text (schema 2, an older run's result in the fact cache)
+
+def miss(subject, message, kind='read_ahead', unit=None, deferred=False):
+    return {'kind': kind, 'subject': subject, 'message': message, 'unit': unit, 'deferred': deferred}
+
+
+V3_MISSES = [miss('THP', 'enabled is always, not never', kind='thp'),
+             miss('pid 4242 (java, aem.service)', 'holds 3 file(s) opened at 4096 KiB', kind='reader', unit='aem.service',
+                  deferred=True)]
+V2_MISSES = ['THP: enabled is always, not never', 'pid 4242 (java, aem.service): holds 3 file(s) opened at 4096 KiB']
+
+
+def test_a_miss_reads_the_same_whether_data_or_text(tmpdir):
+    """Schema 3 keeps each miss as a mapping; the report and the summary word it as schema 2's string did."""
+    v3 = dict(BASE, schema_version=3, compliant=False, misses=V3_MISSES, misses_count=2, misses_failing_count=1)
+    v2 = dict(BASE, compliant=False, misses=V2_MISSES, misses_count=2)
+    run(tmpdir.join('v3'), {'results': {'aem1': v3}})
+    run(tmpdir.join('v2'), {'results': {'aem1': v2}})
+    text = read(tmpdir.join('v3', 'aem1', 'report.md'))
+    assert text == read(tmpdir.join('v2', 'aem1', 'report.md'))
+    assert ('Not compliant:\n- THP: enabled is always, not never\n'
+            '- pid 4242 (java, aem.service): holds 3 file(s) opened at 4096 KiB\n') in text
+    assert "{'kind'" not in text and '"kind"' not in text
+    assert read(tmpdir.join('v3', 'summary.md')) == read(tmpdir.join('v2', 'summary.md'))
+    assert json.loads(read(tmpdir.join('v3', 'summary.json')))['hosts']['aem1']['misses'] == V2_MISSES
+
+
+def test_the_summary_from_a_cache_of_v2_and_v3_results_words_both(tmpdir):
+    """The fact cache may hold an older run's schema 2 result next to a schema 3 one."""
+    hostvars = {'aem1': {'ansible_facts': {'aem_tuning_result': dict(BASE, compliant=False, misses=V2_MISSES[:1])}},
+                'aem2': {'ansible_facts': {'aem_tuning_result': dict(BASE, host='aem2', schema_version=3, compliant=False,
+                                                                     misses=V3_MISSES, misses_count=2,
+                                                                     misses_failing_count=1)}}}
+    payload = aem_reports.cache_payload(hostvars, ['aem1', 'aem2'], True)
+    rc, _out, _err = run(tmpdir, payload)
+    assert rc == 0
+    hosts = json.loads(read(tmpdir.join('summary.json')))['hosts']
+    assert hosts['aem1']['misses'] == ['THP: enabled is always, not never'] and hosts['aem1']['outcome'] == '1 miss'
+    assert hosts['aem2']['misses'] == V2_MISSES and hosts['aem2']['outcome'] == '2 misses'
+    assert '- THP: enabled is always, not never' in read(tmpdir.join('aem1', 'report.md'))
+    assert '- pid 4242 (java, aem.service): holds 3 file(s)' in read(tmpdir.join('aem2', 'report.md'))
+
+
+def test_aem_is_its_unit_with_or_without_service_and_other_readers_are_named_one_way(tmpdir):
+    """module_utils/aem.py's rule: the managed unit named with its .service suffix still finds AEM's stale reader."""
+    readers = dict(BASE['readers'], aem_unit='aem.service',
+                   stale=[aem_reader(None, 'holds 3 file(s) opened at an earlier read-ahead')],
+                   refreshed=[dict(aem_reader(None, None), pid=7, comm='cat', unit=None),
+                              dict(aem_reader(None, None), pid=8, comm='java', unit='aem')])
+    run(tmpdir, {'results': {'aem1': dict(BASE, readers=readers)}})
+    text = read(tmpdir.join('aem1', 'report.md'))
+    assert "AEM's unit aem.service: still stale: an apply run refreshes it in place." in text
+    assert text.count('pid 7 (cat)') == 1 and 'pid 8' not in text
+
+
+# ---------------------------------------------------------------------------------------------
+# The payload the action builds from the play's host variables (plugins/action/aem_reports.py)
+
+class Lazy(object):
+    """A mapping that is not a dict, like ansible-core's host variables and lazily templated containers."""
+
+    def __init__(self, data):
+        self._data = data
+
+    def get(self, key, default=None):
+        return self._data.get(key, default)
+
+    def items(self):
+        return self._data.items()
+
+
+class Tagged(type(u'')):
+    """A string subclass, like ansible-core's unsafe or tagged strings."""
+
+
+def test_the_play_payload_has_every_hosts_result_and_facts_and_writes_the_batch():
+    evidence = {'results': [{'read_ahead_kb': 64}]}
+    hostvars = Lazy({
+        'aem1': Lazy({'aem_tuning_result': Lazy({'host': Tagged(u'aem1'), 'misses': (Tagged(u'a: b'),)}),
+                      '__aem_tuning_before': {'os': {'id': 'rhel'}}, '__aem_tuning_after': {'os': {'id': 'rhel'}},
+                      '__aem_tuning_choice': {'evidence': evidence}}),
+        'aem2': Lazy({'__aem_tuning_choice': None}),
+    })
+    payload = aem_reports.play_payload(hostvars, ['aem1', 'aem2', 'aem3'], ['aem1'], 'Post')
+    assert payload == {
+        'results': {'aem1': {'host': 'aem1', 'misses': ['a: b']}, 'aem2': None, 'aem3': None},
+        'facts': {'aem1': [{'os': {'id': 'rhel'}}, {'os': {'id': 'rhel'}}, evidence], 'aem2': [{}, {}, None],
+                  'aem3': [{}, {}, None]},
+        'write': ['aem1'], 'play': 'Post', 'chart': True}
+    # plain JSON data, whatever the controller's container types
+    assert isinstance(payload['results']['aem1'], dict) and not isinstance(payload['results']['aem1']['host'], Tagged)
+    assert json.loads(json.dumps(payload)) == payload
+
+
+def test_the_cache_payload_has_the_cached_results_and_writes_host_reports_on_request():
+    hostvars = {'aem1': {'ansible_facts': {'aem_tuning_result': {'host': 'aem1'}}}, 'aem2': {'ansible_facts': {}},
+                'aem3': {}}
+    payload = aem_reports.cache_payload(hostvars, ['aem1', 'aem2', 'aem3'], False)
+    assert payload == {'results': {'aem1': {'host': 'aem1'}, 'aem2': None, 'aem3': None}, 'write': [], 'chart': False,
+                       'title': 'from the fact cache'}
+    assert aem_reports.cache_payload(hostvars, ['aem1'], True)['write'] == ['aem1']

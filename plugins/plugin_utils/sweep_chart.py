@@ -1,21 +1,17 @@
-#!/usr/bin/env python
 # -*- coding: utf-8 -*-
 # Copyright (c) aemops.os_tuning contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Draw a host's read-ahead sweep as a PNG, on the controller: sweep_chart.py AFTER_JSON PNG HOST.
+"""Draw a host's read-ahead sweep as a PNG, on the controller: ``draw(evidence, png, host)`` (aem_reports.py's sweep.png).
 
-AFTER_JSON is the role's after.json, whose ``read_ahead_sweep`` holds the sweep's results. Prints one JSON
-line: ``{"chart": PNG}`` when drawn, ``{"skipped": "why"}`` when matplotlib is not importable or there is
-nothing to draw. Exits 0 either way (the chart is optional); 2 on a bad command line or unreadable input.
+``evidence`` is the sweep's evidence with its results (the role's ``read_ahead_sweep`` in after.json). Returns
+``{"chart": PNG}`` when drawn, ``{"skipped": "why"}`` when matplotlib is not importable or there is nothing to draw
+(the chart is optional: the report's table has the same numbers).
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
-
-import json
-import sys
 
 
 def series(evidence):
@@ -72,21 +68,3 @@ def draw(evidence, png, host):
     fig.savefig(png, dpi=100)
     plt.close(fig)
     return {'chart': png}
-
-
-def main(argv):
-    if len(argv) != 4:
-        sys.stderr.write('usage: sweep_chart.py AFTER_JSON PNG HOST\n')
-        return 2
-    try:
-        with open(argv[1]) as f:
-            evidence = json.load(f).get('read_ahead_sweep') or {}
-    except (IOError, OSError, ValueError) as e:
-        sys.stderr.write('sweep_chart.py: cannot read %s: %s\n' % (argv[1], e))
-        return 2
-    print(json.dumps(draw(evidence, argv[2], argv[3])))
-    return 0
-
-
-if __name__ == '__main__':
-    sys.exit(main(sys.argv))
