@@ -371,6 +371,15 @@ def aem_state(rd, stale):
     return 'not among them'
 
 
+def fault_kib(x):
+    """A reader's own KiB read per major fault (module_utils/readers_measure.py): measured before the run, and
+    after read_ahead refreshed it; or how it was judged without one."""
+    before, after = (x.get('measured') or {}).get('kib_per_fault'), (x.get('measured_after') or {}).get('kib_per_fault')
+    if before is None and after is None:
+        return 'not measured' if x.get('basis') else '-'
+    return ' -> '.join('%s' % v for v in (before, after) if v is not None)
+
+
 def readers_lines(r):
     rd = r.get('readers') or {}
     refreshed, stale, restart = rd.get('refreshed') or [], rd.get('stale') or [], rd.get('needs_restart') or []
@@ -379,11 +388,11 @@ def readers_lines(r):
     out = ['## Processes that already read the targets', '',
            'The kernel gives each open file the device\'s read-ahead when it is opened; these processes had files '
            'open before the change.', '',
-           '| pid | command | unit | started | files | now |', '|---:|---|---|---|---:|---|']
+           '| pid | command | unit | started | files | KiB per major fault | now |', '|---:|---|---|---|---:|---|---|']
 
     def row(x, now):
-        return '| %s | %s | %s | %s | %s | %s |' % (x.get('pid'), x.get('comm'), x.get('unit') or '-',
-                                                    x.get('start') or '?', x.get('count'), now)
+        return '| %s | %s | %s | %s | %s | %s | %s |' % (x.get('pid'), x.get('comm'), x.get('unit') or '-',
+                                                         x.get('start') or '?', x.get('count'), fault_kib(x), now)
     for x in refreshed:
         out.append(row(x, 'would be refreshed (check mode)' if r.get('check_mode') else 'refreshed in place'))
     for x in stale:

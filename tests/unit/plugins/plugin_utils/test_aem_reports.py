@@ -244,12 +244,26 @@ def test_the_readers_say_why_a_restart_is_needed_and_whether_aem_is_among_them(t
     rc, _out, _err = run(tmpdir, {'results': {'aem1': no_pidfd, 'aem2': dict(stale, host='aem2')}})
     assert rc == 0
     text = read(tmpdir.join('aem1', 'report.md'))
-    assert '| 4242 | java | aem.service | 2026-12-02T06:00:00Z | 3 | needs a restart (no_pidfd_getfd): ' in text
+    assert '| 4242 | java | aem.service | 2026-12-02T06:00:00Z | 3 | - | needs a restart (no_pidfd_getfd): ' in text
     assert 'This kernel has no pidfd_getfd(2) (RHEL 7 and RHEL 8 kernels lack it)' in text
     assert "AEM's unit aem: needs a restart (set aem_tuning_restart_stale_aem: true" in text
     text = read(tmpdir.join('aem2', 'report.md'))
     assert "AEM's unit aem: still stale: an apply run refreshes it in place." in text
     assert 'not among them' not in text
+
+
+def test_aems_row_gives_its_own_kib_per_major_fault_before_and_after_the_refresh(tmpdir):
+    """Issue 39: the refresh proves itself in the process: measured before, and again after read_ahead."""
+    refreshed = dict(aem_reader(None, None), basis='measured', why=None,
+                     measured={'kib_per_fault': 3893.4, 'faults': 57, 'seconds': 3.0, 'read_kib': 221924, 'rchar_kib': 0},
+                     measured_after={'kib_per_fault': 32.1, 'faults': 61, 'seconds': 3.0, 'read_kib': 1958, 'rchar_kib': 0})
+    idle = dict(aem_reader(['no_pidfd_getfd'], 'this kernel has no pidfd_getfd(2)'), basis='inferred', measured=None)
+    r1 = dict(BASE, readers=dict(BASE['readers'], refreshed=[refreshed], aem_refreshed=True))
+    r2 = dict(BASE, compliant=False, readers=dict(BASE['readers'], needs_restart=[idle], aem_needs_restart=True))
+    rc, _out, _err = run(tmpdir, {'results': {'aem1': r1, 'aem2': dict(r2, host='aem2')}})
+    assert rc == 0
+    assert '| 3 | 3893.4 -> 32.1 | refreshed in place |' in read(tmpdir.join('aem1', 'report.md'))
+    assert '| 3 | not measured | needs a restart (no_pidfd_getfd)' in read(tmpdir.join('aem2', 'report.md'))
 
 
 # ---------------------------------------------------------------------------------------------
