@@ -26,3 +26,19 @@ it_collections_path() { # ROOT WORK
 		ANSIBLE_COLLECTIONS_PATH=$2/collections
 	fi
 }
+
+it_forget_device() { # DEV JSON_PYTHON: drop a test's device from the readers' record (another test may reuse the loop number)
+	local record=/run/aemops-os-tuning/readers.json
+	[ -n "$1" ] && [ -f "$record" ] || return 0
+	"$2" - "$record" "$(cat "/sys/block/$1/dev" 2>/dev/null)" <<'EOF'
+import json, os, sys
+path, number = sys.argv[1], sys.argv[2]
+data = json.load(open(path))
+if number in data.get('devices', {}):
+    del data['devices'][number]
+    with open(path + '.tmp', 'w') as f:
+        json.dump(data, f)
+    os.chmod(path + '.tmp', 0o600)
+    os.rename(path + '.tmp', path)
+EOF
+}

@@ -60,29 +60,13 @@ mkdir -p "$work/mnt" "$work/collections" || exit 2
 
 it_collections_path "$root" "$work"
 module=ansible_collections.aemops.os_tuning.plugins.modules.read_ahead
-record=/run/aemops-os-tuning/readers.json
-
-forget_device() { # drop this test's device from the record (another test may reuse the loop number)
-	[ -n "$dev" ] && [ -f "$record" ] || return 0
-	"$json_python" - "$record" "$(cat "/sys/block/$dev/dev" 2>/dev/null)" <<'EOF'
-import json, os, sys
-path, number = sys.argv[1], sys.argv[2]
-data = json.load(open(path))
-if number in data.get('devices', {}):
-    del data['devices'][number]
-    with open(path + '.tmp', 'w') as f:
-        json.dump(data, f)
-    os.chmod(path + '.tmp', 0o600)
-    os.rename(path + '.tmp', path)
-EOF
-}
 
 cleanup() {
 	trap - EXIT INT TERM
 	local p
 	fuse_down
 	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-	forget_device
+	it_forget_device "$dev" "$json_python"
 	if mountpoint -q "$work/mnt"; then umount "$work/mnt" || umount --lazy "$work/mnt"; fi
 	[ -n "$dev" ] && losetup --detach "/dev/$dev" 2>/dev/null
 	rm -rf "${work:?}"
