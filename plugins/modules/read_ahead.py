@@ -172,10 +172,10 @@ options:
   measure_readers:
     description:
       - Seconds over which every process that maps a file on the targets is measured, all at once, before the
-        refresh and again after it (for the processes refreshed): its own KiB read from storage per major fault
+        refresh and again after it (for the processes refreshed), for its own KiB read from storage per major fault
         (C(/proc/PID/io) C(read_bytes) over C(/proc/PID/stat) C(majflt)), the window its mappings fault with.
       - A conclusive measurement decides whether the process is stale, whatever the record and the boot rule
-        infer; C(basis) says which decided. V(0) turns it off. At most 30.
+        infer, and C(basis) says which decided. V(0) turns it off. At most 30.
     type: int
     default: 3
 notes:
@@ -319,7 +319,7 @@ readers:
     - Each process has C(pid), C(comm), C(unit) (systemd), C(start) (UTC), C(fds), C(mappings) and
       C(mapped_without_fd) (counts on the device), C(count) (files in this list), C(mapped) (how many of them
       it maps) and up to 5 C(files).
-    - A process that maps a file on the targets also has C(basis) (V(measured) or V(inferred): what decided
+    - A process that maps a file on the targets also has C(basis) (V(measured) or V(inferred), what decided
       whether it is stale) and C(measured) (C(kib_per_fault), C(faults), C(seconds), C(read_kib), C(rchar_kib)
       over O(measure_readers) seconds) or C(unmeasured) (V(idle), V(gone), V(unreadable), V(off)). A refreshed
       process measured again after the refresh has C(measured_after), or C(unmeasured_after).

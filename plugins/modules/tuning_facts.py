@@ -174,7 +174,7 @@ options:
     default: false
   measure_readers:
     description:
-      - Seconds over which every process that maps a file on the targets is measured, all at once: its own KiB
+      - Seconds over which every process that maps a file on the targets is measured, all at once, for its own KiB
         read from storage per major fault, the window its mappings fault with (see
         O(aemops.os_tuning.read_ahead#module:measure_readers)). V(0) turns it off. At most 30.
     type: int
@@ -268,11 +268,11 @@ ansible_facts:
           C(stale) (open files an apply run refreshes in place) and C(needs_restart) (files only a restart
           brings to the value, mapped with no descriptor or on a kernel without C(pidfd_getfd), with C(why)),
           each with C(pid), C(comm), C(unit), C(start), counts and C(reason); C(descriptor_only) (stale files only
-          open through descriptors: reported, never a miss); C(fine) (the mapping readers at the device's window);
+          open through descriptors, reported, never a miss); C(fine) (the mapping readers at the device's window);
           C(unreadable); C(unscanned); C(scan) (its cost); C(kernel_refresh); C(boot_rule); C(links); C(notes);
           C(record_problem); C(window) (the seconds of the measurement). A process that maps a file on the targets
-          has C(basis) (V(measured): its own KiB per major fault decided; V(inferred): the record and the boot rule
-          did) and C(measured) (C(kib_per_fault), C(faults), C(seconds), C(read_kib), C(rchar_kib)) or
+          has C(basis) (V(measured) when its own KiB per major fault decided, V(inferred) when the record and the boot
+          rule did) and C(measured) (C(kib_per_fault), C(faults), C(seconds), C(read_kib), C(rchar_kib)) or
           C(unmeasured). Each stale and needs_restart reader is a miss in C(compliance).
         - With O(intent), also C(reading), what the role's result keeps of this reading (a few hundred bytes),
           C(now) and C(snapshot) (the first run's snapshot read the same way, or null), each with C(read_ahead_kb)
