@@ -17,48 +17,8 @@ def run_start(registered, probe=False, state='present'):
     return role_result.run_start(registered, {'probe': probe, 'state': state})
 
 
-def step_failure(failed_result, task_name, phase, at=None, first_error=''):
-    return role_result.step_failure(failed_result, task_name, phase, at=at, first_error=first_error)
-
-
 def lost_at_change(failed_result, failed_task, steps, at):
     return role_result.lost_at_change(failed_task, failed_result, steps, at)
-
-
-def aem_record(steps, settings):
-    return role_result.aem_record(steps, settings)
-
-
-def aem_needs_restart(read_ahead, unit):
-    return role_result.aem_needs_restart(read_ahead, unit)
-
-
-def reboot_decision(requested, thp):
-    return role_result.do_reboot(requested, thp)
-
-
-def must_reread(steps, settings):
-    return role_result.must_reread(steps, settings)
-
-
-def verified(steps, settings):
-    """The facts the run ends with, the result, and comply.yml's verdict, in one mapping."""
-    after = role_result.facts_after(steps, settings)
-    out = role_result.result(steps, settings)
-    ok, text = role_result.verdict(out, role_result.failing_misses(steps, settings))
-    return {'facts': after, 'result': out, 'ok': ok, 'text': text, 'report_note': role_result.report_note(out)}
-
-
-def intent_after(steps, intent):
-    return role_result.intent_after(steps, intent)
-
-
-def lost_in_verify(steps, at):
-    return role_result.lost_in_verify(steps, at)
-
-
-def facts_after(steps, settings):
-    return role_result.facts_after(steps, settings)
 
 
 class FilterModule(object):
@@ -67,14 +27,14 @@ class FilterModule(object):
     def filters(self):
         return {
             'run_start': run_start,
-            'step_failure': step_failure,
+            'step_failure': role_result.step_failure,
             'lost_at_change': lost_at_change,
-            'aem_record': aem_record,
-            'aem_needs_restart': aem_needs_restart,
-            'reboot_decision': reboot_decision,
-            'must_reread': must_reread,
-            'facts_after': facts_after,
-            'intent_after': intent_after,
-            'lost_in_verify': lost_in_verify,
-            'verified': verified,
+            'aem_record': role_result.aem_record,
+            'aem_needs_restart': role_result.aem_needs_restart,
+            'reboot_decision': role_result.do_reboot,
+            'must_reread': role_result.must_reread,
+            'facts_after': role_result.facts_after,
+            'intent_after': role_result.intent_after,
+            'lost_in_verify': role_result.lost_in_verify,
+            'verified': role_result.verified,
         }

@@ -476,3 +476,10 @@ def verdict(result_data, failing):
         return True, ("compliant but for AEM's restart, left to a later play (aem_tuning_restart_later): "
                       + '; '.join(deferred))
     return False, '; '.join(failing)
+
+
+def verified(steps, settings):
+    """The facts the run ends with, the result, and comply.yml's verdict and note, in one mapping (one call)."""
+    out = result(steps, settings)
+    ok, text = verdict(out, failing_misses(steps, settings))
+    return {'facts': facts_after(steps, settings), 'result': out, 'ok': ok, 'text': text, 'report_note': report_note(out)}

@@ -22,6 +22,8 @@ import json
 from ansible_collections.aemops.os_tuning.plugins.filter import aem_tuning as filters
 from ansible_collections.aemops.os_tuning.plugins.plugin_utils import role_result
 
+# The filters as the role calls them (aemops.os_tuning.<name>).
+FILTERS = filters.FilterModule().filters()
 SKIPPED = {'changed': False, 'skipped': True, 'skip_reason': 'Conditional result was False'}
 UNIT = 'aem.service'
 SETTINGS = {'host': 'aemvm', 'play': 'Converge', 'state': 'present', 'mode': 'apply', 'check_mode': False,
@@ -156,10 +158,10 @@ def test_a_host_lost_at_the_reboot_keeps_its_record_and_reads_nothing_after():
     steps = apply_with_reboot()
     failed = {'failed': True, 'rebooted': True, 'msg': 'Timed out waiting for last boot time check (timeout=1200)'}
     task = {'name': 'Reboot and wait for the host to come back, at most seconds 1200', 'action': 'ansible.builtin.reboot'}
-    lost = filters.lost_at_change(failed, task, steps, '2026-12-05T10:21:03Z')
+    lost = FILTERS['lost_at_change'](failed, task, steps, '2026-12-05T10:21:03Z')
     assert lost == {'step': 'reboot', 'task': task['name'], 'at': '2026-12-05T10:21:03Z',
                     'since': '2026-12-05T10:01:02Z', 'message': failed['msg']}
-    failure = filters.step_failure(failed, task['name'], 'change', '2026-12-05T10:21:03Z')
+    failure = FILTERS['step_failure'](failed, task['name'], 'change', '2026-12-05T10:21:03Z')
     steps.update(lost=lost, error=failure['error'], errors=[failure['record']], facts_after=SKIPPED, clock_after=SKIPPED,
                  aem_wait=SKIPPED, aem_record={}, reboot_done=failed)
     assert role_result.must_reread(steps, SETTINGS) is False and role_result.facts_after(steps, SETTINGS) == {}
@@ -174,19 +176,19 @@ def test_a_host_lost_at_the_reboot_keeps_its_record_and_reads_nothing_after():
 def test_an_unreachable_host_after_the_change_is_lost_at_verify_and_keeps_the_first_error():
     steps = apply_with_reboot()
     steps['facts_after'] = {'unreachable': True, 'msg': 'Failed to connect to the host via ssh'}
-    gone = filters.lost_in_verify(steps, '2026-12-05T10:05:00Z')
+    gone = FILTERS['lost_in_verify'](steps, '2026-12-05T10:05:00Z')
     assert gone['lost']['step'] == 'verify' and gone['lost']['since'] is None
     assert gone['error'] == 'Read the host again after the change: Failed to connect to the host via ssh'
     steps['error'] = 'an earlier step: failed'
-    assert filters.lost_in_verify(steps, 'now')['error'] == 'an earlier step: failed'
+    assert FILTERS['lost_in_verify'](steps, 'now')['error'] == 'an earlier step: failed'
     steps['lost'] = gone['lost']
-    assert filters.lost_in_verify(steps, 'now') == {}  # noted once
+    assert FILTERS['lost_in_verify'](steps, 'now') == {}  # noted once
 
 
 def test_a_refusal_before_any_change_fails_early_with_the_modules_message():
     refused = {'failed': True, 'msg': 'aem_tuning_read_ahead_kb: 3 is not a multiple of the page size (4 KiB)',
                'ansible_facts': {'os_tuning': {'clock': {'iso': '2026-12-05T10:00:00Z', 'epoch': 1}}}}
-    start = filters.run_start(refused, True, 'present')
+    start = FILTERS['run_start'](refused, True, 'present')
     assert start['failed_early'] is True and start['error'] == refused['msg'] and start['targets'] == []
     assert start['errors'] == [{'phase': 'check', 'task': 'Gather tuning facts, check the wanted values against the host',
                                 'message': refused['msg']}]
@@ -208,8 +210,8 @@ def test_without_pidfd_getfd_aem_needs_a_restart_which_a_later_play_may_take():
                       read_ahead={'changed': True, 'devices': [{'name': 'dm-0'}],
                                   'readers': {'refreshed': [], 'needs_restart': readers['needs_restart'],
                                               'unreadable': [], 'kernel_refresh': False}})
-    assert filters.aem_needs_restart(steps['read_ahead'], 'aem') is True
-    assert filters.aem_needs_restart(steps['read_ahead'], 'aem-author') is False
+    assert FILTERS['aem_needs_restart'](steps['read_ahead'], 'aem') is True
+    assert FILTERS['aem_needs_restart'](steps['read_ahead'], 'aem-author') is False
     r = role_result.result(steps, SETTINGS)
     assert r['readers']['aem_needs_restart'] is True and r['readers']['kernel_refresh'] is False
     assert [m.get('deferred', False) for m in r['misses']] == [False, False] and r['misses_failing_count'] == 2
@@ -251,35 +253,35 @@ def test_values_templated_as_text_by_an_older_ansible_core_still_decide():
 def test_the_intent_after_the_change_carries_the_applied_value_and_the_persisted_thp():
     steps = apply_with_reboot()
     steps['choice'] = {'kb': 64, 'auto': True}
-    assert filters.intent_after(steps, {'read_ahead_kb': 'auto', 'thp': 'never'}) == {
+    assert FILTERS['intent_after'](steps, {'read_ahead_kb': 'auto', 'thp': 'never'}) == {
         'read_ahead_kb': 64, 'thp': 'never', 'thp_persist_effective': ['tuned', 'cmdline']}
     steps['choice'] = {'kb': None}
-    assert filters.intent_after(steps, {'read_ahead_kb': None})['read_ahead_kb'] is None
+    assert FILTERS['intent_after'](steps, {'read_ahead_kb': None})['read_ahead_kb'] is None
 
 
 def test_the_reboot_decision():
-    assert filters.reboot_decision('auto', {'reboot_required': True}) is True
-    assert filters.reboot_decision('auto', {'reboot_required': False}) is False
-    assert filters.reboot_decision(True, {}) is True and filters.reboot_decision('false', {'reboot_required': True}) is False
+    assert FILTERS['reboot_decision']('auto', {'reboot_required': True}) is True
+    assert FILTERS['reboot_decision']('auto', {'reboot_required': False}) is False
+    assert FILTERS['reboot_decision'](True, {}) is True and FILTERS['reboot_decision']('false', {'reboot_required': True}) is False
 
 
 def test_a_failed_step_keeps_the_first_error_and_records_its_own():
-    out = filters.step_failure({'stderr': 'boom'}, None, 'verify', 'T', 'earlier: failed')
+    out = FILTERS['step_failure']({'stderr': 'boom'}, None, 'verify', 'T', 'earlier: failed')
     assert out['error'] == 'earlier: failed' and out['record'] == {'phase': 'verify', 'task': 'a task', 'message': 'boom', 'at': 'T'}
-    assert filters.step_failure({}, 'Write', 'metrics')['error'] == 'Write: failed'
+    assert FILTERS['step_failure']({}, 'Write', 'metrics')['error'] == 'Write: failed'
 
 
 def test_aem_record_after_the_opt_in_restart_takes_the_restart_clock_and_a_silent_script_says_so():
     steps = apply_with_reboot()
     steps.update(do_reboot=False, clock_restart=CLOCK_AFTER, aem_wait={'rc': 1, 'stdout': '', 'stderr': 'Traceback'})
-    rec = filters.aem_record(steps, SETTINGS)
+    rec = FILTERS['aem_record'](steps, SETTINGS)
     assert rec['why'].startswith('maps files at the earlier read-ahead') and rec['stopped'] == '2026-12-05T10:02:30Z'
     assert rec['ok'] is False and rec['message'] == 'Traceback'
 
 
 def test_verified_gives_the_facts_the_result_and_the_verdict_in_one_call():
     steps = apply_with_reboot()
-    out = filters.FilterModule().filters()['verified'](copy.deepcopy(steps), SETTINGS)
+    out = FILTERS['verified'](copy.deepcopy(steps), SETTINGS)
     assert sorted(out) == ['facts', 'ok', 'report_note', 'result', 'text']
     assert out['facts'] == role_result.facts_after(steps, SETTINGS) and out['result']['compliant'] is True
 
@@ -311,5 +313,5 @@ def test_a_scripts_json_is_its_last_json_line_whatever_came_before_it_on_the_ter
     steps = apply_with_reboot()
     steps['aem_wait'] = {'rc': 0, 'stdout': '/usr/lib64/python3.6/site-packages/x.py:1: Warning: y\r\n' + WAIT['stdout'].replace('\n', '\r\n'),
                          'stderr': 'Shared connection to 127.0.0.1 closed.\r\n'}
-    rec = filters.aem_record(steps, SETTINGS)
+    rec = FILTERS['aem_record'](steps, SETTINGS)
     assert rec['ok'] is True and rec['started'] == '2026-12-05T10:02:31Z' and rec['message'] == 'AEM answered 200'
