@@ -102,6 +102,7 @@ def survey(root, kb_by_name, scope_by_name, changed=(), only=(), enabled=True, p
                         'seq': readers_scan.disk_sequence(root, name)}) for n, name in numbers.items())
     scope, links = readers_verdict.real_scope(root, scope_by_name)
     scope = dict((n, scope.get(name)) for n, name in numbers.items())
+    window = readers_measure.window_seconds(window)
     found = readers_scan.scan_apart(procfs or readers_scan.ProcFs(root), numbers, deadline,
                                     min(kb_by_name.values() or [0]) * 1024)
     record, problem = readers_record.read_record(root)
@@ -115,17 +116,24 @@ def survey(root, kb_by_name, scope_by_name, changed=(), only=(), enabled=True, p
     return Survey(devices=devices, found=found, record=record, record_problem=problem, boot_id=boot_id, valid=valid,
                   settled=settled, assessed=assessed, links=links, notes=notes, cannot=cannot,
                   plan=readers_verdict.plan_refresh(assessed, scope, only, enabled, cannot), only=list(only),
-                  enabled=enabled, window=readers_measure.window_seconds(window))
+                  enabled=enabled, window=window)
 
 
 def measure(root, assessed, devices, window, sleep=None):
     """{pid: readers_measure outcome} of the readers that map a file on ``devices``, over one window of ``window``
-    seconds for all of them ({} when off or none maps)."""
+    seconds for all of them ({} when off or none maps). It reads their /proc/PID/io and stat, which can wait on a
+    process in ``execve`` under a tracer: in a child process, bounded as the scan is (readers_scan.apart); a
+    measurement that does not answer leaves every reader ``unreadable``, judged by the inference."""
     mapping = [e for e in assessed if readers_verdict.maps_on(e, devices)]
-    if not mapping or not readers_measure.window_seconds(window):
+    if not mapping or not window:
         return {}
-    return readers_measure.measure(root, [e['pid'] for e in mapping], window,
-                                   starts=dict((e['pid'], e['start_ticks']) for e in mapping), sleep=sleep)
+    pids = [e['pid'] for e in mapping]
+    starts = dict((e['pid'], e['start_ticks']) for e in mapping)
+    try:
+        return readers_scan.apart(lambda: readers_measure.measure(root, pids, window, starts=starts, sleep=sleep),
+                                  2 * window, 'the measurement of the readers')
+    except readers_scan.ReadersError as e:
+        return dict((pid, readers_measure.unmeasured('unreadable', str(e))) for pid in pids)
 
 
 def reported_reader(entry, items=None):
@@ -231,10 +239,9 @@ def measure_after(root, report, surveyed, sleep=None):
     mapping = [r for r in report['refreshed'] if r.get('basis')]
     if not mapping or not surveyed.window:
         return
-    starts = dict((e['pid'], e['start_ticks']) for e in surveyed.assessed)
-    pids = [r['pid'] for r in mapping]
-    outcomes = readers_measure.measure(root, pids, surveyed.window, starts=dict((p, starts[p]) for p in pids),
-                                       sleep=sleep)
+    pids = set(r['pid'] for r in mapping)
+    outcomes = measure(root, [e for e in surveyed.assessed if e['pid'] in pids], surveyed.devices, surveyed.window,
+                       sleep)
     for r in mapping:
         outcome = outcomes.get(r['pid']) or {}
         if outcome.get('measured'):

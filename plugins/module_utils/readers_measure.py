@@ -179,6 +179,15 @@ def read_sample(root, pid):
     return 'ok', sample
 
 
+def window_problem(value):
+    """Why ``value`` is not a measuring window (a module's ``measure_readers``), with the fix; None when it is."""
+    try:
+        window_seconds(value)
+    except ValueError as e:
+        return '%s: give 0 to turn the measurement off, or the seconds to measure (%d at most)' % (e, MAX_SECONDS)
+    return None
+
+
 def window_seconds(value):
     """The measuring window in seconds (a float from 0 to MAX_SECONDS; 0 turns measuring off).
 

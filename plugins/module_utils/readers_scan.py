@@ -515,30 +515,37 @@ def scan_apart(procfs, numbers, deadline=SCAN_DEADLINE, min_bytes=0):
     output, which Ansible reads to its end. So the scan runs in a child with its own descriptors (its standard
     streams on /dev/null, none of the module's kept), which hands the result back through a pipe and is killed
     once it has; a child still stuck in the kernel is left behind (the init process reaps it when it wakes) and the
-    module exits. ReadersError when /proc cannot be listed, or when the child does not answer within ``deadline`` and
-    :data:`APART_GRACE` seconds.
+    module exits. ReadersError when /proc cannot be listed, or when the child does not answer within ``deadline``
+    and :data:`APART_GRACE` seconds.
     """
+    return apart(lambda: scan(procfs, numbers, deadline, min_bytes), deadline, 'the scan of /proc')
+
+
+def apart(work, seconds, what):
+    """``work()`` in a child process with its own descriptors (see :func:`scan_apart`), its result handed back
+    through a pipe (pickled), within ``seconds`` and :data:`APART_GRACE`; ReadersError otherwise, or with the
+    message of a ReadersError it raised."""
     read_end, write_end = os.pipe()
     child = os.fork()
     if child == 0:
-        _scan_child(read_end, write_end, procfs, numbers, deadline, min_bytes)  # never returns
+        _child(read_end, write_end, work)  # never returns
     os.close(write_end)
     try:
-        data = _read_until(read_end, time.time() + deadline + APART_GRACE)
+        data = _read_until(read_end, time.time() + seconds + APART_GRACE)
     finally:
         os.close(read_end)
         _end_child(child)
     try:
         kind, value = pickle.loads(data)
     except Exception:  # noqa: BLE001 - a child killed mid-write: cut-short data of any kind
-        raise ReadersError('the scan of /proc gave no answer within %g s' % (deadline + APART_GRACE))
-    if kind != 'found':
+        raise ReadersError('%s gave no answer within %g s' % (what, seconds + APART_GRACE))
+    if kind != 'done':
         raise ReadersError(value)
     return value
 
 
-def _scan_child(read_end, write_end, procfs, numbers, deadline, min_bytes):
-    """The child of :func:`scan_apart`: only the pipe's write end kept, the result written, then gone."""
+def _child(read_end, write_end, work):
+    """The child of :func:`apart`: only the pipe's write end kept, the result written, then gone."""
     try:
         os.close(read_end)
         null = os.open(os.devnull, os.O_RDWR)
@@ -551,7 +558,7 @@ def _scan_child(read_end, write_end, procfs, numbers, deadline, min_bytes):
                 except OSError:
                     pass  # the listing's own descriptor
         try:
-            result = ('found', scan(procfs, numbers, deadline, min_bytes))
+            result = ('done', work())
         except ReadersError as e:
             result = ('error', str(e))
         data = pickle.dumps(result, 2)

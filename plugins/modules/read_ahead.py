@@ -394,7 +394,7 @@ readers:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    files, read_ahead_plan, readers, readers_refresh, readers_scan, runstate, tuned, udev_rules)
+    files, read_ahead_plan, readers, readers_measure, readers_refresh, readers_scan, runstate, tuned, udev_rules)
 
 ROOT = '/'
 
@@ -514,6 +514,9 @@ def main():
         files.check_path_form(module.params['rules_file'], 'rules_file')
     except files.FileError as e:
         module.fail_json(msg=str(e))
+    problem = readers_measure.window_problem(module.params['measure_readers'])
+    if problem:
+        module.fail_json(msg='measure_readers: %s; nothing was changed' % problem)
     # One lock per owned file, taken in a fixed order: the rules file and the tuned child
     # profile are read, planned and written by one run at a time. Check mode writes nothing
     # (and the files are replaced atomically, so it never reads half a file): it takes none.

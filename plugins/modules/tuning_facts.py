@@ -300,8 +300,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    blockdev, bootloader, compliance, ebs_stats, files, host, kernel_readahead, read_ahead_plan, readers, readers_scan,
-    runstate, snapshot_fact, sweep, thp, tuned, udev_rules)
+    blockdev, bootloader, compliance, ebs_stats, files, host, kernel_readahead, read_ahead_plan, readers,
+    readers_measure, readers_scan, runstate, snapshot_fact, sweep, thp, tuned, udev_rules)
 
 ROOT = '/'
 SKIP_PREFIXES = ('ram', 'zram', 'sr', 'fd')
@@ -635,6 +635,8 @@ def run(module, root):
     # resolve to another directory (tmp/x as /tmp/x).
     problems += [files.relative_entries('intent.%s' % key, given.get(key))
                  for key in ('paths', 'candidates') if isinstance(given.get(key), list)]
+    window = readers_measure.window_problem(module.params['measure_readers'])
+    problems.append('measure_readers: %s.' % window if window else None)
     problems = [p for p in problems if p]
     if problems:
         module.fail_json(msg='nothing was changed: %s' % ' '.join(problems), errors=problems, changed=False)

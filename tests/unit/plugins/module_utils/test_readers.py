@@ -89,19 +89,17 @@ def test_the_measurement_finds_a_reader_the_record_calls_fresh_and_the_refresh_p
     readers_record.write_record(host.root, {'format': 1, 'boot_id': 'boot-1', 'devices': {
         '253:0': {'name': 'dm-0', 'kb': 32, 'since': 1764650100.0, 'stale': []}}})
     counters(host, 4242, 5000, 1000, 10 ** 6)
-    windows = iter([(1060, 10 ** 6 + 60 * 3900), (1120, 10 ** 6 + 60 * 3900 + 60 * 32)])
 
-    def sleep(_seconds):
-        faults, read_kib = next(windows)
-        counters(host, 4242, 5000, faults, read_kib)
+    def window(faults, read_kib):  # what Oak's counters read at the end of a window (the window runs in a child)
+        return lambda _seconds: counters(host, 4242, 5000, faults, read_kib)
 
     sys = FakeSyscalls(host)
     surveyed = readers.survey(host.root, {'dm-0': 32}, {'dm-0': None}, procfs=host.proc_procfs(), syscalls=sys,
-                              window=3, sleep=sleep)
+                              window=3, sleep=window(1060, 10 ** 6 + 60 * 3900))
     assert [(e['pid'], [i['fd'] for i in items]) for e, items in surveyed.plan['refresh']] == [(4242, [10, 11])]
     done = readers_refresh.refresh(host.root, surveyed.plan['refresh'], sys)
     report, _warnings = readers.report_and_record(host.root, surveyed, done, lambda root, rec: None)
-    readers.measure_after(host.root, report, surveyed, sleep=sleep)
+    readers.measure_after(host.root, report, surveyed, sleep=window(1120, 10 ** 6 + 60 * 3900 + 60 * 32))
     oak_report = report['refreshed'][0]
     assert (oak_report['basis'], oak_report['measured']['kib_per_fault'], oak_report['measured']['faults']) == (
         'measured', 3900.0, 60)
@@ -111,3 +109,17 @@ def test_the_measurement_finds_a_reader_the_record_calls_fresh_and_the_refresh_p
     assert surveyed.plan['refresh'] == [] and surveyed.window == 0
     audit = readers.audit_report(surveyed)
     assert [(r['pid'], r['basis'], r['unmeasured']) for r in audit['fine']] == [(4242, 'inferred', 'off')]
+
+
+def test_a_measurement_that_never_answers_leaves_the_readers_to_the_inference_and_keeps_the_scan(host, monkeypatch):
+    """Reading /proc/PID/io can wait on a process in execve under a tracer: the measurement runs in a child, bounded
+    as the scan is, and a child that never answers costs the measurement only."""
+    import time
+    from ansible_collections.aemops.os_tuning.plugins.module_utils import readers_scan
+    oak(host)
+    monkeypatch.setattr(readers_scan, 'APART_GRACE', 0.5)
+    surveyed = readers.survey(host.root, {'dm-0': 32}, {'dm-0': None}, procfs=host.proc_procfs(),
+                              syscalls=FakeSyscalls(host), window=1, sleep=lambda _s: time.sleep(3600))
+    oak_entry = [e for e in surveyed.assessed if e['pid'] == 4242][0]
+    assert (oak_entry['basis'], oak_entry['unmeasured']) == ('inferred', 'unreadable')
+    assert [e['pid'] for e, _items in surveyed.plan['refresh']] == [4242]  # no record: stale, by the inference

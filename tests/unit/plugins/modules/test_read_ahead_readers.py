@@ -255,3 +255,12 @@ def test_a_damaged_record_is_reported_and_the_result_kept(env, kind, problem):
         assert 'readers: %s' % r['record_problem'] in env.warnings
         after = os.lstat(path)
         assert (after.st_ino, after.st_mode, after.st_uid) == (before.st_ino, before.st_mode, before.st_uid)
+
+
+@pytest.mark.parametrize('window', [-1, 31])
+def test_a_measuring_window_out_of_bounds_is_refused_with_nothing_changed(env, window):
+    before = env.host.read(env.host._devdir('dm-0') + '/queue/read_ahead_kb')
+    result = env.fail({'devices': ['dm-0'], 'read_ahead_kb': 32, 'measure_readers': window})
+    assert result['msg'].startswith('measure_readers: the measuring window is 0 (off) to 30 seconds')
+    assert 'give 0 to turn the measurement off' in result['msg'] and result['msg'].endswith('nothing was changed')
+    assert env.host.read(env.host._devdir('dm-0') + '/queue/read_ahead_kb') == before and env.sys.calls == []
