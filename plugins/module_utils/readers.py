@@ -111,7 +111,8 @@ def survey(root, kb_by_name, scope_by_name, changed=(), only=(), enabled=True, p
     settled = {} if problem else readers_verdict.settled_since(root, devices, record, boot_id, set(changed),
                                                                persisted, config_paths, found['boot'])
     assessed = readers_verdict.assess(found, devices, record, boot_id, changed, settled)
-    assessed = readers_verdict.judge_measured(assessed, devices, measure(root, assessed, devices, window, sleep))
+    assessed = readers_verdict.judge_measured(assessed, devices, measure(root, assessed, devices, window, sleep, scope),
+                                              scope)
     cannot = readers_refresh.refresh_support(syscalls) if any(e['stale_fds'] for e in assessed) else None
     return Survey(devices=devices, found=found, record=record, record_problem=problem, boot_id=boot_id, valid=valid,
                   settled=settled, assessed=assessed, links=links, notes=notes, cannot=cannot,
@@ -119,12 +120,12 @@ def survey(root, kb_by_name, scope_by_name, changed=(), only=(), enabled=True, p
                   enabled=enabled, window=window)
 
 
-def measure(root, assessed, devices, window, sleep=None):
-    """{pid: readers_measure outcome} of the readers that map a file on ``devices``, over one window of ``window``
-    seconds for all of them ({} when off or none maps). It reads their /proc/PID/io and stat, which can wait on a
+def measure(root, assessed, devices, window, sleep=None, scope=None):
+    """{pid: readers_measure outcome} of the readers that map a file on ``devices`` (within ``scope``: the files
+    this run was asked about), over one window of ``window`` seconds for all of them ({} when off or none maps). It reads their /proc/PID/io and stat, which can wait on a
     process in ``execve`` under a tracer: in a child process, bounded as the scan is (readers_scan.apart); a
     measurement that does not answer leaves every reader ``unreadable``, judged by the inference."""
-    mapping = [e for e in assessed if readers_verdict.maps_on(e, devices)]
+    mapping = [e for e in assessed if readers_verdict.maps_on(e, devices, scope)]
     if not mapping or not window:
         return {}
     pids = [e['pid'] for e in mapping]

@@ -139,28 +139,35 @@ def _fd_item(number, key, f):
     return {'dev': number, 'ino': key[3], 'fd': key[2], 'path': f['paths'].get(key[2], f['path']), 'mapped': f['mapped']}
 
 
-def maps_on(entry, devices):
-    """Whether the reader maps a file on one of ``devices``: only a mapping faults with the whole window around the
-    fault (``do_sync_mmap_readahead``, mm/filemap.c); a ``read()`` or ``pread()`` of a small random record is read
-    as it is (``page_cache_sync_ra``, mm/readahead.c: "standalone, small random read"), so a reader that only holds
-    descriptors does not suffer an earlier, larger window."""
-    return any(f['mapped'] and f['dev'] in devices for f in entry['files'])
+def maps_on(entry, devices, scope=None):
+    """Whether the reader maps a file on one of ``devices`` (and within ``scope``, :func:`in_scope`, when given):
+    only a mapping faults with the whole window around the fault (``do_sync_mmap_readahead``, mm/filemap.c); a
+    ``read()`` or ``pread()`` of a small random record is read as it is (``page_cache_sync_ra``, mm/readahead.c:
+    "standalone, small random read"), so a reader that only holds descriptors does not suffer an earlier, larger
+    window."""
+    return bool(_mapped(entry, devices, scope))
 
 
-def judge_measured(assessed, devices, outcomes):
+def _mapped(entry, devices, scope=None):
+    return [f for f in entry['files'] if f['mapped'] and f['dev'] in devices
+            and (scope is None or in_scope(entry, f, scope))]
+
+
+def judge_measured(assessed, devices, outcomes, scope=None):
     """The measurement decides where it is conclusive (readers_measure.judge): each reader that maps a file on the
-    devices gets ``basis`` ('measured' or 'inferred') and its ``measured`` figures or ``unmeasured`` reason, from
+    devices (within ``scope``, the files this run was asked about, when given) gets ``basis`` ('measured' or 'inferred') and its ``measured`` figures or ``unmeasured`` reason, from
     ``outcomes`` ({pid: readers_measure.measure's outcome}). A reader the inference calls fresh that measures above
     the window is stale: every file it maps on the devices becomes stale (a mapped descriptor, refreshable; a mapping
     without one, a restart). A reader the inference calls stale stays stale, whatever it measures."""
     out = []
     for entry in assessed:
-        if not maps_on(entry, devices):
+        mapped = _mapped(entry, devices, scope)
+        if not mapped:
             out.append(entry)
             continue
         outcome = outcomes.get(entry['pid'])
         inferred = bool(entry['stale_maps'] or [i for i in entry['stale_fds'] if i['mapped']])
-        kb = max(devices[f['dev']]['kb'] for f in entry['files'] if f['mapped'] and f['dev'] in devices)
+        kb = max(devices[f['dev']]['kb'] for f in mapped)
         stale, basis = readers_measure.judge(outcome, inferred, kb)
         entry = dict(entry, basis=basis, measured=(outcome or {}).get('measured'),
                      unmeasured=(outcome or {}).get('unmeasured', 'off'))

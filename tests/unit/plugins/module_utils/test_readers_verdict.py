@@ -210,3 +210,14 @@ def test_a_reader_that_only_holds_descriptors_is_not_measured_or_judged(host):
     out = judged(host, None, {7000: measured(3900.0)})
     assert 'basis' not in out[7000] and not readers_verdict.maps_on(out[7000], DEVICES)
     assert readers_verdict.maps_on(out[4242], DEVICES) and readers_verdict.maps_on(out[4300], DEVICES)
+
+
+def test_only_readers_that_map_a_file_the_run_was_asked_about_are_judged_by_measurement(host):
+    oak(host)
+    lucene(host)
+    assessed = readers_verdict.assess(scan(host), DEVICES, record(), 'boot-1')
+    outcomes = {4242: measured(3900.0), 4300: measured(3900.0)}
+    scope = {'253:0': ['/opt/aem/crx-quickstart/repository/index']}  # Lucene's directory, not Oak's
+    out = dict((e['pid'], e) for e in readers_verdict.judge_measured(assessed, DEVICES, outcomes, scope))
+    assert 'basis' not in out[4242] and out[4242]['stale_fds'] == []
+    assert out[4300]['basis'] == 'measured' and [i['ino'] for i in out[4300]['stale_maps']] == [200]
