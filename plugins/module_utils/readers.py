@@ -122,9 +122,10 @@ def survey(root, kb_by_name, scope_by_name, changed=(), only=(), enabled=True, p
 
 def measure(root, assessed, devices, window, sleep=None, scope=None):
     """{pid: readers_measure outcome} of the readers that map a file on ``devices`` (within ``scope``: the files
-    this run was asked about), over one window of ``window`` seconds for all of them ({} when off or none maps). It reads their /proc/PID/io and stat, which can wait on a
-    process in ``execve`` under a tracer: in a child process, bounded as the scan is (readers_scan.apart); a
-    measurement that does not answer leaves every reader ``unreadable``, judged by the inference."""
+    this run was asked about), over one window of ``window`` seconds for all of them ({} when off or none maps).
+    It reads their /proc/PID/io and stat, which can wait on a process in ``execve`` under a tracer: in a child
+    process, bounded as the scan is (readers_scan.apart); a measurement that does not answer leaves every reader
+    ``unreadable``, judged by the inference."""
     mapping = [e for e in assessed if readers_verdict.maps_on(e, devices, scope)]
     if not mapping or not window:
         return {}

@@ -155,8 +155,9 @@ def _mapped(entry, devices, scope=None):
 
 def judge_measured(assessed, devices, outcomes, scope=None):
     """The measurement decides where it is conclusive (readers_measure.judge): each reader that maps a file on the
-    devices (within ``scope``, the files this run was asked about, when given) gets ``basis`` ('measured' or 'inferred') and its ``measured`` figures or ``unmeasured`` reason, from
-    ``outcomes`` ({pid: readers_measure.measure's outcome}). A reader the inference calls fresh that measures above
+    devices (within ``scope``, the files this run was asked about, when given) gets ``basis`` ('measured' or
+    'inferred') and its ``measured`` figures or ``unmeasured`` reason, from ``outcomes`` ({pid:
+    readers_measure.measure's outcome}). A reader the inference calls fresh that measures above
     the window is stale: every file it maps on the devices becomes stale (a mapped descriptor, refreshable; a mapping
     without one, a restart). A reader the inference calls stale stays stale, whatever it measures."""
     out = []
