@@ -39,6 +39,7 @@ import tempfile
 import time
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils.aem import is_aem, label
+from ansible_collections.aemops.os_tuning.plugins.module_utils.readers_refresh import WHY
 from ansible_collections.aemops.os_tuning.plugins.plugin_utils import sweep_chart
 
 SCHEMA_VERSION = 1
@@ -230,7 +231,8 @@ def failure_paragraph(r):
 def readings(r):
     """The result's readings of the host (first run, before, after), each {} when missing."""
     rd = r.get('readings') or {}
-    return rd.get('first') or {}, rd.get('before') or {}, rd.get('after') or {}
+    # first is null when it reads as before (schema 3: the first run, or nothing changed since).
+    return rd.get('first') or rd.get('before') or {}, rd.get('before') or {}, rd.get('after') or {}
 
 
 def device_rows(r):
@@ -373,11 +375,22 @@ def aem_state(rd, stale):
 
 def fault_kib(x):
     """A reader's own KiB read per major fault (module_utils/readers_measure.py): measured before the run, and
-    after read_ahead refreshed it; or how it was judged without one."""
-    before, after = (x.get('measured') or {}).get('kib_per_fault'), (x.get('measured_after') or {}).get('kib_per_fault')
+    after read_ahead refreshed it; or how it was judged without one. The result keeps ``kib_per_fault`` and
+    ``kib_per_fault_after``; the facts, ``measured`` and ``measured_after``."""
+    before = x.get('kib_per_fault', (x.get('measured') or {}).get('kib_per_fault'))
+    after = x.get('kib_per_fault_after', (x.get('measured_after') or {}).get('kib_per_fault'))
     if before is None and after is None:
         return 'not measured' if x.get('basis') else '-'
     return ' -> '.join('%s' % v for v in (before, after) if v is not None)
+
+
+def reason(x):
+    """Why a reader is stale or needs a restart: its reason, or (the result keeps the codes only) the words of its
+    ``why`` codes (module_utils/readers_refresh.py)."""
+    if x.get('reason'):
+        return x['reason']
+    words = [WHY.get(code, code).replace('%(count)d', str(x.get('count', '?'))) for code in x.get('why') or []]
+    return '; '.join(words) or 'holds %s file(s) opened at an earlier read-ahead' % x.get('count', '?')
 
 
 def readers_lines(r):
@@ -396,9 +409,9 @@ def readers_lines(r):
     for x in refreshed:
         out.append(row(x, 'would be refreshed (check mode)' if r.get('check_mode') else 'refreshed in place'))
     for x in stale:
-        out.append(row(x, 'still stale: %s' % x.get('reason')))
+        out.append(row(x, 'still stale: %s' % reason(x)))
     for x in restart:
-        out.append(row(x, 'needs a restart (%s): %s' % (', '.join(x.get('why') or []), x.get('reason'))))
+        out.append(row(x, 'needs a restart (%s): %s' % (', '.join(x.get('why') or []), reason(x))))
     out.append('')
     if rd.get('kernel_refresh') is False:
         out += ['This kernel has no pidfd_getfd(2) (RHEL 7 and RHEL 8 kernels lack it): no open file can be refreshed '

@@ -32,13 +32,13 @@ from ansible_collections.aemops.os_tuning.plugins.module_utils import aem
 SCHEMA = 3
 # How many misses the result lists (misses_count has them all; the report lists every one): a non-compliant host of
 # four devices has 14, each about 200 bytes as data (kind, subject, message; unit and deferred where set), and the result stays
-# within 4 KB with 4 on the VM in check mode (molecule default, its probe and EBS rows included;
-# tests/unit/plugins/modules/test_result_size.py).
-MISSES_KEPT = 4
+# within 4 KB with 3 on the VM in check mode (molecule default, its probe and EBS rows included) and with three
+# JVMs that need a restart (tests/unit/plugins/modules/test_result_size.py).
+MISSES_KEPT = 3
 # The result caps each list of processes: a scan past its deadline or a host with hidepid can name hundreds.
 READERS_KEPT = 5
 # What the result keeps of each running reader (the facts have its files and descriptors).
-READER_KEYS = ('pid', 'comm', 'unit', 'start', 'count', 'why', 'reason', 'basis', 'measured', 'measured_after')
+READER_KEYS = ('pid', 'comm', 'unit', 'count', 'why', 'basis')
 # What the result keeps of each io_probe measurement (the rest is in the task's own result).
 PROBE_KEYS = ('read_ahead_kb', 'reads', 'read_amplification', 'noisy', 'latency')
 
@@ -256,9 +256,18 @@ def _misses(facts):
 
 
 def reader_brief(process):
-    """A running reader as the result keeps it: who it is, how many of its files, why and how it was judged; its
-    file names and descriptor counts are in the facts (the report's after.json)."""
-    return dict((k, v) for k, v in (process or {}).items() if k in READER_KEYS)
+    """A running reader as the result keeps it, sized for a fleet (three JVMs that need a restart on a host of four
+    devices stay within 4 KB): who it is, how many of its files, why (the codes; the reason in words is in the
+    misses and the facts), how it was judged and the KiB per major fault it measured (and after the refresh); its
+    start, file names and descriptor counts are in the facts (the report's after.json)."""
+    process = process or {}
+    out = dict((k, v) for k, v in process.items() if k in READER_KEYS and v not in (None, []))
+    if out.get('basis') == 'inferred':
+        del out['basis']  # the default: only a measurement is named
+    for key, field in (('measured', 'kib_per_fault'), ('measured_after', 'kib_per_fault_after')):
+        if (process.get(key) or {}).get('kib_per_fault') is not None:
+            out[field] = process[key]['kib_per_fault']
+    return out
 
 
 def aem_left_stale(now, unit, settings):
@@ -281,14 +290,15 @@ def readers_summary(steps, after, settings):
     unreadable = ra.get('unreadable') or []
     unscanned = now.get('unscanned') or []
     kernel_refresh = now.get('kernel_refresh')
-    refreshed, stale, restart = ra.get('refreshed') or [], now.get('stale') or [], now.get('needs_restart') or []
-    return {
-        'refreshed': [reader_brief(x) for x in refreshed[:READERS_KEPT]], 'refreshed_count': len(refreshed),
-        'stale': [reader_brief(x) for x in stale[:READERS_KEPT]], 'stale_count': len(stale),
-        'needs_restart': [reader_brief(x) for x in restart[:READERS_KEPT]], 'needs_restart_count': len(restart),
-        # Stale files only open through descriptors: not read around, never a miss (the facts name them).
-        'descriptor_only_count': len(now.get('descriptor_only') or []),
-        'aem_fine': [reader_brief(x) for x in aem_processes(now.get('fine'), unit)[:READERS_KEPT]],
+    lists = {'refreshed': ra.get('refreshed') or [], 'stale': now.get('stale') or [],
+             'needs_restart': now.get('needs_restart') or []}
+    out = dict((key, [reader_brief(x) for x in found[:READERS_KEPT]]) for key, found in lists.items())
+    # Sized for a fleet: a count beside a list only where the list was cut; the new keys only where they say something.
+    out.update(('%s_count' % key, len(found)) for key, found in lists.items() if len(found) > READERS_KEPT)
+    extra = {'descriptor_only_count': len(now.get('descriptor_only') or []),  # never a miss: the facts name them
+             'aem_fine': [reader_brief(x) for x in aem_processes(now.get('fine'), unit)[:READERS_KEPT]]}
+    out.update((key, value) for key, value in extra.items() if value)
+    out.update({
         'unreadable': unreadable[:READERS_KEPT],
         'unreadable_count': len(unreadable),
         'unscanned': unscanned[:READERS_KEPT],
@@ -298,7 +308,8 @@ def readers_summary(steps, after, settings):
         'aem_refreshed': bool(aem_processes(ra.get('refreshed'), unit)),
         'aem_needs_restart': aem_left_stale(now, unit, settings),
         'aem_restarted': truth(steps.get('aem_restarted')),
-    }
+    })
+    return out
 
 
 def _thp_change(thp):
@@ -380,10 +391,14 @@ def _without(data, keys):
 
 
 def readings_record(steps, after):
-    first = steps.get('reading_first')
-    return {'first': _without(first, ('devices', 'tuned')),
-            'before': _get(steps.get('before'), 'reading', 'now'),
-            'after': _without(_get(after, 'reading', 'now'), ('devices', 'os'))}
+    """The readings the result keeps: ``first`` (the first run's, without the devices' types and tuned; null when it
+    is what ``before`` reads: the first run, or nothing changed since, sized for a fleet), ``before`` and ``after``
+    (without the types and the OS)."""
+    before = _get(steps.get('before'), 'reading', 'now')
+    first = _without(steps.get('reading_first'), ('devices', 'tuned'))
+    if first and first == _without(before, ('devices', 'tuned')):
+        first = None
+    return {'first': first, 'before': before, 'after': _without(_get(after, 'reading', 'now'), ('devices', 'os'))}
 
 
 def error_log_record(steps, settings):
@@ -450,7 +465,7 @@ def result(steps, settings):
 
 
 def failing_misses(steps, settings):
-    """Every miss that fails the host ("subject: message"; the result lists the first 4): all but the deferred."""
+    """Every miss that fails the host ("subject: message"; the result lists the first 3): all but the deferred."""
     unit = settings.get('aem_service') or ''
     records = [miss_record(m, unit, settings.get('restart_later')) for m in _misses(facts_after(steps, settings))]
     keep_deferred = settings.get('state') == 'absent'

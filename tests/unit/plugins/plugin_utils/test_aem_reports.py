@@ -484,3 +484,19 @@ def test_the_cache_payload_has_the_cached_results_and_writes_host_reports_on_req
     assert payload == {'results': {'aem1': {'host': 'aem1'}, 'aem2': None, 'aem3': None}, 'write': [], 'chart': False,
                        'title': 'from the fact cache'}
     assert aem_reports.cache_payload(hostvars, ['aem1'], True)['write'] == ['aem1']
+
+
+def test_a_reader_as_the_result_keeps_it_reads_the_same_in_the_report(tmpdir):
+    """The result keeps a reader's codes and figures, not its words (plugin_utils/role_result.reader_brief): the
+    report words the codes and gives the figures."""
+    from ansible_collections.aemops.os_tuning.plugins.plugin_utils import role_result
+    facts_reader = dict(aem_reader(['no_pidfd_getfd'], 'this kernel has no pidfd_getfd(2)'), basis='measured',
+                        measured={'kib_per_fault': 3745.7, 'faults': 57, 'seconds': 3.0, 'read_kib': 1, 'rchar_kib': 0})
+    brief = role_result.reader_brief(facts_reader)
+    assert 'reason' not in brief and brief['kib_per_fault'] == 3745.7 and brief['basis'] == 'measured'
+    r = dict(BASE, compliant=False, readers=dict(BASE['readers'], needs_restart=[brief], aem_needs_restart=True))
+    rc, _out, _err = run(tmpdir, {'results': {'aem1': r}})
+    assert rc == 0
+    assert ('| 3 | 3745.7 | needs a restart (no_pidfd_getfd): this kernel has no pidfd_getfd(2) (Linux 5.6 and later; '
+            'RHEL 7 and RHEL 8 kernels lack it), so its 3 open file(s) cannot be refreshed in place |') in read(
+                tmpdir.join('aem1', 'report.md'))
