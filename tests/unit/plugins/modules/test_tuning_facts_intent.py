@@ -439,5 +439,6 @@ def test_without_an_intent_every_nvme_namespace_is_reported_or_says_why_not(env,
 
 def test_a_measuring_window_out_of_bounds_is_refused(env):
     result, _facts = run({'intent': intent(), 'measure_readers': 31}, failed=True)
-    assert result['msg'].startswith('nothing was changed: measure_readers: the measuring window is 0 (off) to 30 seconds, '
-                                     'not 31: give 0 to turn the measurement off')
+    expected = ('nothing was changed: measure_readers: the measuring window is 0 (off) to 30 seconds, not 31: give 0 '
+                'to turn the measurement off')
+    assert result['msg'].startswith(expected)
