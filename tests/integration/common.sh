@@ -42,3 +42,18 @@ if number in data.get('devices', {}):
     os.rename(path + '.tmp', path)
 EOF
 }
+
+# The end of a loop-device test: unmount WORK/mnt, detach DEV, remove WORK; false (with what is left, said on stderr)
+# when a loop device or mount of the run's TAG, or WORK itself, is still there.
+it_release_loop() { # DEV WORK TAG
+	if mountpoint -q "$2/mnt"; then umount "$2/mnt" || umount --lazy "$2/mnt"; fi
+	[ -n "$1" ] && losetup --detach "/dev/$1" 2>/dev/null
+	rm -rf "${2:?}"
+	local left
+	left=$({ losetup --list --noheadings --raw --output NAME,BACK-FILE; findmnt --raw --noheadings --output TARGET; } |
+		grep -F -- "$3")
+	if [ -n "$left" ] || [ -e "$2" ]; then
+		echo "LEFT BEHIND (tag $3): $left" >&2
+		return 1
+	fi
+}

@@ -67,16 +67,7 @@ cleanup() {
 	local p
 	for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
 	it_forget_device "$dev" "$json_python"
-	if mountpoint -q "$work/mnt"; then umount "$work/mnt" || umount --lazy "$work/mnt"; fi
-	[ -n "$dev" ] && losetup --detach "/dev/$dev" 2>/dev/null
-	rm -rf "${work:?}"
-	local left
-	left=$({ losetup --list --noheadings --raw --output NAME,BACK-FILE; findmnt --raw --noheadings --output TARGET; } |
-		grep -F -- "$tag")
-	if [ -n "$left" ] || [ -e "$work" ]; then
-		say "LEFT BEHIND (tag $tag): $left"
-		failed=$((failed + 1))
-	fi
+	it_release_loop "$dev" "$work" "$tag" || failed=$((failed + 1))
 	echo "read_ahead measure: $passed passed, $failed failed"
 	[ "$failed" = 0 ] && [ "$passed" -gt 0 ]
 	exit $?

@@ -67,17 +67,8 @@ cleanup() {
 		kill -KILL "$bg" 2>/dev/null
 		wait "$bg" 2>/dev/null
 	fi
-	if mountpoint -q "$work/mnt"; then umount "$work/mnt" || umount --lazy "$work/mnt"; fi
-	[ -n "$dev" ] && losetup --detach "/dev/$dev" 2>/dev/null
 	[ -n "$dev" ] && rm -f /run/aemops-os-tuning/read-ahead-sweep-"$dev"-*.json
-	rm -rf "${work:?}"
-	local left
-	left=$({ losetup --list --noheadings --raw --output NAME,BACK-FILE; findmnt --raw --noheadings --output TARGET; } |
-		grep -F -- "$tag")
-	if [ -n "$left" ] || [ -e "$work" ]; then
-		say "LEFT BEHIND (tag $tag): $left"
-		failed=$((failed + 1))
-	fi
+	it_release_loop "$dev" "$work" "$tag" || failed=$((failed + 1))
 	echo "read_ahead_sweep: $passed passed, $failed failed"
 	[ "$failed" = 0 ] && [ "$passed" -gt 0 ]
 	exit $?
