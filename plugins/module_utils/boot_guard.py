@@ -168,10 +168,11 @@ def lib_problem(root, lib, wanted):
     """Why the library directory ``lib`` (a host path) is not exactly ``wanted`` ({relative path: text}), or None."""
     full = files.root_path(root, lib)
     seen = set()
-    for top, _dirs, names in os.walk(full):
+    for top, dirs, names in os.walk(full):
         problem = _safe(os.lstat(top), 'dir')
         if problem:
-            return '%s %s' % (top[len(files.root_path(root, '/')) - 1:] if root != '/' else top, problem)
+            return '%s/%s %s' % (lib, os.path.relpath(top, full), problem)
+        names = names + [d for d in dirs if os.path.islink(os.path.join(top, d))]  # a link is never descended
         for name in names:
             path = os.path.join(top, name)
             rel = os.path.relpath(path, full)
@@ -221,7 +222,14 @@ def plan(root, unit, present, version, texts=None):
         out['after'] = dropin_text(unit, out['lib'])
         out['write_lib'] = name not in libs or lib_problem(root, out['lib'], wanted) is not None
         out['remove'] = sorted(u for u in dropins if u != unit)
-        runstate.check_above(root, LIB_DIR + '/' + LAUNCHER)
+        runstate.check_above(root, out['lib'] + '/' + LAUNCHER)
+        for top, _dirs, _names in os.walk(files.root_path(root, out['lib'])):
+            problem = _safe(os.lstat(top), 'dir')
+            if problem:
+                raise files.FileError('%s/%s %s: it was not left so by aemops.os_tuning, so nothing in it is used or '
+                                      'replaced. Check who changed it, then remove %s and run again.'
+                                      % (out['lib'], os.path.relpath(top, files.root_path(root, out['lib'])),
+                                         problem, out['lib']))
         runstate.check_above(root, out['path'])
         files.check_owned_target(files.root_path(root, out['path']), out['path'], check_only=True) \
             if os.path.isdir(os.path.dirname(files.root_path(root, out['path']))) else None

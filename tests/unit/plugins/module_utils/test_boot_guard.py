@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    blockdev, boot_guard, readers_record, readers_verdict, udev_rules)
+    blockdev, boot_guard, files, readers_record, readers_verdict, udev_rules)
 from fakehost import nitro_host
 
 MODULE_UTILS = os.path.dirname(boot_guard.__file__)
@@ -159,3 +159,30 @@ def test_the_installed_launcher_runs_alone_without_ansible(host):
     assert not [n for n in os.listdir(host.path(guard['lib'])) if n == '__pycache__']
     assert json.loads(open(host.path(readers_record.RECORD_PATH)).read())['devices']['253:0']['kb'] == 32
     assert blockdev  # the module the launcher set the value with
+
+
+def test_a_library_directory_another_user_can_write_is_refused_before_any_change(host):
+    guard = _install(host)[0]
+    inner = host.path(guard['lib'] + '/ansible_collections')
+    os.chmod(inner, 0o777)
+    assert 'is not root\'s or is writable by group or others' in boot_guard.state(host.root, 'aem')['problem']
+    with pytest.raises(files.FileError) as info:
+        boot_guard.plan(host.root, 'aem', True, 252)
+    assert 'ansible_collections is not root\'s' in str(info.value) and 'then remove %s' % guard['lib'] in str(info.value)
+    os.chmod(host.path(guard['lib']), 0o777)
+    with pytest.raises(files.FileError):
+        boot_guard.plan(host.root, 'aem', True, 252)
+
+
+@pytest.mark.parametrize('damage, words', [
+    (lambda lib: os.symlink('/tmp', os.path.join(lib, 'ansible_collections', 'evil')), 'is not a regular file'),
+    (lambda lib: open(os.path.join(lib, 'extra.py'), 'w').close(), 'is not one the collection installs'),
+    (lambda lib: os.unlink(os.path.join(lib, boot_guard.LAUNCHER)), 'pre-start.py is missing'),
+])
+def test_a_library_root_cannot_trust_is_changed_and_written_again(host, damage, words):
+    guard = _install(host)[0]
+    damage(host.path(guard['lib']))
+    found = boot_guard.state(host.root, 'aem')
+    assert found['state'] == 'changed' and words in found['problem'], found
+    assert _install(host, 'aem')[0]['write_lib']
+    assert boot_guard.state(host.root, 'aem.service')['state'] == 'ok'
