@@ -150,7 +150,6 @@ def dropin_text(unit, lib):
         "ExecStartPre=-+/bin/sh -c '%s'" % script, ''])
 
 
-
 # -- on the host: what is there, the plan, the change --------------------------------------------
 
 def _safe(st, kind):
