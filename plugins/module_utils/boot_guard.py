@@ -236,7 +236,6 @@ def plan(root, unit, present, version, texts=None):
     return out
 
 
-
 def _write_lib(root, lib, wanted):
     """The library directory whole: written under a temporary name, then renamed into place (a damaged one of
     the same name is moved aside first and removed)."""
@@ -318,7 +317,6 @@ def state(root, unit):
     return out
 
 
-
 def facts(root, unit, version):
     """tuning_facts' ``start_guard``: :func:`state`, with ``systemd`` (the version); ``unsupported`` where systemd is
     older than PLUS_PREFIX_SINCE (read_ahead installs none there)."""
@@ -336,6 +334,7 @@ def misses(guard):
     return [compliance.miss(guard['unit'], 'start_guard', '%s: AEM can start at another read-ahead after a boot. '
                             'An apply run of the role (or read_ahead with aem_service=%s) installs it again.'
                             % (guard['problem'], guard['unit']), unit=guard['unit'])]
+
 
 # -- at AEM's start ------------------------------------------------------------------------------
 

@@ -83,9 +83,10 @@ def test_at_aems_start_a_device_at_another_value_is_set_and_this_boot_recorded(h
     assert [700, 500, readers_record.UNSCANNED, 0] in entry['stale']
     # AEM, started after, is fresh by the record; tuned, alive then, may hold a file opened at 4096.
     devices = {'253:0': {'name': 'dm-0', 'kb': 32, 'seq': None}}
+
     def reader(pid, start, ino):
-        return {'pid': pid, 'start_ticks': start, 'files': [{'dev': '253:0', 'ino': ino, 'fds': [40], 'paths': {}, 'mapped': True,
-                                                              'path': '/opt/aem/%d.tar' % ino}]}
+        held = {'dev': '253:0', 'ino': ino, 'fds': [40], 'paths': {}, 'mapped': True, 'path': '/opt/aem/%d.tar' % ino}
+        return {'pid': pid, 'start_ticks': start, 'files': [held]}
     found = {'readers': [reader(900, 90000, 11), reader(700, 500, 12)]}
     assessed = dict((e['pid'], e) for e in readers_verdict.assess(found, devices, record, 'boot-1'))
     assert assessed[900]['stale_fds'] == [] and assessed[900]['fresh'] == 1
@@ -108,7 +109,7 @@ def test_a_rules_file_another_user_can_write_is_not_obeyed(host):
 def _install(host, unit='aem.service', present=True, version=252):
     guard = boot_guard.plan(host.root, unit, present, version)
     calls = []
-    changed = boot_guard.apply(host.root, guard, lambda p, t: _write(p, t), lambda c, **kw: calls.append(c),
+    changed = boot_guard.apply(host.root, guard, _write, lambda c, **kw: calls.append(c),
                                '/bin/systemctl') if guard['changed'] else []
     return guard, changed, calls
 
