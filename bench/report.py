@@ -23,6 +23,8 @@ bench/caps.sh (the plateau under EBS-like caps) adds:
       The result of one ``ansible -m aemops.os_tuning.read_ahead_sweep`` run as JSON. Fails when the
       sweep failed or did not restore the device; for before/after (one value) also when the
       device was not at that value already (the sweep must measure the current state, not set it).
+  seq-record --caps SPEC --round R --load X --load-after Y --out F < seq_guest-output
+      One run of bench/seq_guest.py (a tar or a cp at one read-ahead, under the caps SPEC) as JSON.
   caps-collect RAWDIR OUT.json        the records and their summary under the key "caps" of OUT.json;
                                       the other keys are kept (collect keeps "caps" in turn)
   charts IN.json OUTDIR               the PNG charts of the caps results (matplotlib, Agg backend)
@@ -204,7 +206,9 @@ def cmd_brief(args):
     parts = []
     for path in args.files:
         rec = read_json(path)
-        if 'phase' in rec:
+        if 'cap_iops' in rec:
+            parts.append(seq_brief(rec))
+        elif 'phase' in rec:
             parts.extend(caps_brief(r) for r in rec['result']['results'])
             if rec['result'].get('recommended_kb') is not None and len(rec['result']['results']) > 1:
                 parts.append('recommended %s KiB' % rec['result']['recommended_kb'])
@@ -679,8 +683,8 @@ def cmd_caps_collect(args):
             name, seconds = line.split()
             phases.append({'phase': name, 'seconds': int(seconds)})
     config_keys = ('runs', 'duration', 'readers', 'size_mb', 'interval', 'sweep_duration', 'sweep_values',
-                   'nvme_caps', 'volume')
-    config = dict((k, host[k]) for k in config_keys)
+                   'nvme_caps', 'volume', 'seq_caps', 'seq_rounds', 'seq_values', 'seq_store_mb', 'seq_file_mb')
+    config = dict((k, host[k]) for k in config_keys if k in host)
     for key in ('runs', 'duration', 'readers', 'size_mb', 'sweep_duration'):
         config[key] = int(config[key])
     config['interval'] = float(config['interval'])
@@ -698,6 +702,7 @@ def cmd_caps_collect(args):
         'host_load_1min': spread(loads) if loads else None,
         'summary': summarize_caps(records),
         'records': records,
+        'sequential': seq_collect(raw),
     }
     doc = read_json(args.out) if os.path.exists(args.out) else {}
     doc['caps'] = caps
@@ -733,6 +738,169 @@ def caps_context(caps):
             'checkout': checkout_info, 'minutes': minutes, 'seconds': seconds,
             'mib_s_cap': summary['mib_s_cap'], 'load': caps.get('host_load_1min'),
             'phase_seconds': caps['phase_seconds'], 'charts': CHARTS}
+
+
+# ---------------------------------------------------------------------------------------------
+# Sequential readers under the caps (bench/caps.sh, issue 41): a tar of the segment store, a cp of one file
+
+SEQ_JOBS = {'tar': 'tar of the segment store', 'cp': 'cp of one large file'}
+CAP_SPECS = {'gp3': (3000, 125), 'io2': (16000, 1000), 'seed': (3000, 250)}
+QEMU_OP_BYTES = 262144  # QEMU's throttling.iops-size, as EBS counts I/O: one op per 256 KiB
+AT_CAP = 0.9  # at a cap: at 90% of it or more (read_ahead_sweep's rule)
+SEQ_COST_LIMIT = 0.2  # issue 41: a cost above about 20% calls for a maintenance window
+SEQ_METRICS = ('mib_s', 'device_mib_s', 'request_kb', 'merges_per_read', 'device_iops', 'ops_s',
+               'queue_depth', 'read_ms', 'at_mib_cap_share', 'at_iops_cap_share', 'seconds')
+
+
+def cap_numbers(spec):
+    """(IOPS, MiB/s) of a caps spec: gp3, io2, seed or iops=N,mibps=M (tests/vm/lib.sh's table)."""
+    if spec in CAP_SPECS:
+        return CAP_SPECS[spec]
+    m = re.match(r'^iops=(\d+),mibps=(\d+)$', spec)
+    if not m:
+        fail('unknown caps %r' % spec)
+    return int(m.group(1)), int(m.group(2))
+
+
+def cmd_seq_record(args):
+    lines = [line for line in sys.stdin.read().splitlines() if line.strip().startswith('{')]
+    if not lines:
+        fail('seq_guest.py printed no result')
+    result = json.loads(lines[-1])
+    if result['restored_kb'] is None or result['read_ahead_kb'] <= 0:
+        fail('seq_guest.py: no read-ahead measured: %r' % result)
+    iops, mib_s = cap_numbers(args.caps)
+    record = {'caps': args.caps, 'cap_iops': iops, 'cap_mib_s': mib_s, 'round': args.round,
+              'host_load': args.load, 'host_load_after': args.load_after, 'result': result}
+    write_json(args.out, record)
+
+
+def seq_brief(rec):
+    f = seq_figures(rec)
+    return ('%s %s %d KiB: %.1f MiB/s, requests %.1f KiB, %.0f IOPS, %.1f s, bound %s'
+            % (rec['caps'], rec['result']['job'], f['read_ahead_kb'], f['mib_s'], f['request_kb'], f['device_iops'],
+               f['seconds'], f['bound']))
+
+
+def delta(a, b):
+    return dict((k, b[k] - a[k]) for k in a if k != 'in_flight')
+
+
+def seq_windows(r, seconds=WINDOW_S):
+    """[span s, MiB/s, ops/s] per window of at least ``seconds`` from the diskstats samples (the last,
+    shorter window dropped); ops count as QEMU's throttle counts them, at least one per 256 KiB."""
+    points = [[0.0, r['before']]] + [p for p in r['samples'] if p[0] < r['seconds']] + [[r['seconds'], r['after']]]
+    out = []
+    start = points[0]
+    for point in points[1:]:
+        span = point[0] - start[0]
+        if span < seconds - 1e-6:
+            continue
+        d = delta(start[1], point[1])
+        nbytes = d['read_sectors'] * 512.0
+        out.append([round(span, 3), round(nbytes / 1048576.0 / span, 2),
+                    round(max(d['read_ios'], nbytes / QEMU_OP_BYTES) / span, 1)])
+        start = point
+    return out
+
+
+def seq_figures(rec):
+    """One run's throughput, request size, rates, queue and time at the caps."""
+    r = rec['result']
+    d = delta(r['before'], r['after'])
+    secs = r['seconds']
+    nbytes = d['read_sectors'] * 512.0
+    reads = max(d['read_ios'], 1)
+    win = seq_windows(r)
+    covered = sum(w[0] for w in win) or None
+    at_mib = sum(w[0] for w in win if w[1] >= AT_CAP * rec['cap_mib_s'])
+    at_iops = sum(w[0] for w in win if w[2] >= AT_CAP * rec['cap_iops'])
+    fig = {'read_ahead_kb': r['read_ahead_kb'], 'seconds': round(secs, 2),
+           'mib_s': round(r['bytes'] / 1048576.0 / secs, 2), 'device_mib_s': round(nbytes / 1048576.0 / secs, 2),
+           'request_kb': round(nbytes / 1024.0 / reads, 1), 'merges_per_read': round(d['read_merges'] / reads, 3),
+           'device_iops': round(d['read_ios'] / secs, 1),
+           'ops_s': round(max(d['read_ios'], nbytes / QEMU_OP_BYTES) / secs, 1),
+           'queue_depth': round(d['time_in_queue'] / 1000.0 / secs, 2), 'read_ms': round(d['read_ticks'] / reads, 3),
+           'at_mib_cap_s': round(at_mib, 1), 'at_iops_cap_s': round(at_iops, 1), 'windowed_s': round(covered or 0, 1),
+           'at_mib_cap_share': round(at_mib / covered, 3) if covered else None,
+           'at_iops_cap_share': round(at_iops / covered, 3) if covered else None,
+           'max_sectors_kb': r.get('max_sectors_kb')}
+    fig['bound'] = seq_bound(fig, rec)
+    return fig
+
+
+def seq_bound(fig, rec):
+    """Which cap bound the run, by read_ahead_sweep's rule (90% of a cap over the run), or none."""
+    bound = []
+    if fig['device_mib_s'] >= AT_CAP * rec['cap_mib_s']:
+        bound.append('throughput')
+    if fig['ops_s'] >= AT_CAP * rec['cap_iops']:
+        bound.append('iops')
+    return '+'.join(bound) or 'none'
+
+
+def seq_case(recs):
+    """Medians over the rounds of one (caps, job, read-ahead) case."""
+    rows = [seq_figures(rec) for rec in recs]
+    first = recs[0]
+    case = {'caps': first['caps'], 'job': first['result']['job'], 'read_ahead_kb': first['result']['read_ahead_kb'],
+            'cap_iops': first['cap_iops'], 'cap_mib_s': first['cap_mib_s'], 'rounds': len(rows),
+            'bytes': first['result']['bytes'], 'device': first['result']['device'],
+            'bound': sorted(set(r['bound'] for r in rows)), 'runs': rows}
+    for key in SEQ_METRICS:
+        values = [r[key] for r in rows if r[key] is not None]
+        case[key] = spread(values) if values else None
+    return case
+
+
+def seq_costs(cases):
+    """Per caps and job: 32 KiB against the best of the larger values and against 128 KiB."""
+    costs = []
+    for caps, job in sorted(set((c['caps'], c['job']) for c in cases), key=lambda k: (k[0] != 'gp3', k[0], k[1])):
+        by_kb = dict((c['read_ahead_kb'], c['mib_s']['median']) for c in cases if (c['caps'], c['job']) == (caps, job))
+        if 32 not in by_kb or len(by_kb) < 2:
+            continue
+        best_kb = max((kb for kb in by_kb if kb != 32), key=lambda kb: by_kb[kb])
+        cost = {'caps': caps, 'job': job, 'mib_s_32': by_kb[32], 'best_kb': best_kb, 'best_mib_s': by_kb[best_kb],
+                'throughput_loss': round(1 - by_kb[32] / by_kb[best_kb], 3),
+                'time_ratio': round(by_kb[best_kb] / by_kb[32], 3)}
+        if 128 in by_kb:
+            cost['mib_s_128'] = by_kb[128]
+            cost['time_ratio_128'] = round(by_kb[128] / by_kb[32], 3)
+        cost['over_limit'] = cost['time_ratio'] - 1 > SEQ_COST_LIMIT
+        costs.append(cost)
+    return costs
+
+
+def summarize_seq(records):
+    groups = {}
+    for rec in records:
+        groups.setdefault((rec['caps'], rec['result']['job'], rec['result']['read_ahead_kb']), []).append(rec)
+    order = []
+    for rec in records:
+        if rec['caps'] not in order:
+            order.append(rec['caps'])
+    keys = sorted(groups, key=lambda k: (order.index(k[0]), list(SEQ_JOBS).index(k[1]), k[2]))
+    cases = [seq_case(sorted(groups[k], key=lambda r: r['round'])) for k in keys]
+    costs = seq_costs(cases)
+    return {'cases': cases, 'costs': costs, 'caps_order': order, 'limit': SEQ_COST_LIMIT,
+            'over_limit': any(c['over_limit'] for c in costs),
+            'max_time_ratio': max([c['time_ratio'] for c in costs] or [None])}
+
+
+def seq_collect(raw):
+    """The sequential part of the caps section, from RAWDIR/seq (None when the run had none)."""
+    paths = sorted(glob.glob(os.path.join(raw, 'seq', '*-*-*-*.json')))
+    if not paths:
+        return None
+    records = [read_json(p) for p in paths]
+    setup = read_json(os.path.join(raw, 'seq', 'setup.json'))
+    throttles = {}
+    for path in glob.glob(os.path.join(raw, 'seq', 'throttle-*.json')):
+        throttles[os.path.basename(path)[len('throttle-'):-len('.json')]] = read_json(path)
+    records.sort(key=lambda r: (r['caps'] != 'gp3', r['caps'], r['round'], r['result']['job'],
+                                r['result']['read_ahead_kb']))
+    return {'setup': setup, 'throttle': throttles, 'summary': summarize_seq(records), 'records': records}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -950,6 +1118,13 @@ def main(argv=None):
     p.add_argument('--load-after', required=True)
     p.add_argument('--out', required=True)
     p.set_defaults(func=cmd_caps_record)
+    p = sub.add_parser('seq-record')
+    p.add_argument('--caps', required=True)
+    p.add_argument('--round', type=int, required=True)
+    p.add_argument('--load', required=True)
+    p.add_argument('--load-after', required=True)
+    p.add_argument('--out', required=True)
+    p.set_defaults(func=cmd_seq_record)
     p = sub.add_parser('caps-collect')
     p.add_argument('raw')
     p.add_argument('out')
