@@ -737,7 +737,8 @@ def caps_context(caps):
             'rows': rows, 'ratios': summary['ratio_after_to_before'], 'sweep': sweep,
             'checkout': checkout_info, 'minutes': minutes, 'seconds': seconds,
             'mib_s_cap': summary['mib_s_cap'], 'load': caps.get('host_load_1min'),
-            'phase_seconds': caps['phase_seconds'], 'charts': CHARTS}
+            'phase_seconds': caps['phase_seconds'], 'charts': CHARTS,
+            'seq': seq_context(caps['sequential']) if caps.get('sequential') else None}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -856,7 +857,8 @@ def seq_case(recs):
 def seq_costs(cases):
     """Per caps and job: 32 KiB against the best of the larger values and against 128 KiB."""
     costs = []
-    for caps, job in sorted(set((c['caps'], c['job']) for c in cases), key=lambda k: (k[0] != 'gp3', k[0], k[1])):
+    for caps, job in sorted(set((c['caps'], c['job']) for c in cases),
+                            key=lambda k: (k[0] != 'gp3', k[0], list(SEQ_JOBS).index(k[1]))):
         by_kb = dict((c['read_ahead_kb'], c['mib_s']['median']) for c in cases if (c['caps'], c['job']) == (caps, job))
         if 32 not in by_kb or len(by_kb) < 2:
             continue
@@ -903,11 +905,38 @@ def seq_collect(raw):
     return {'setup': setup, 'throttle': throttles, 'summary': summarize_seq(records), 'records': records}
 
 
+def seq_caps_label(spec, iops, mib_s):
+    if spec == 'gp3':
+        return 'gp3 baseline: %s IOPS, %g MiB/s' % (thousands(iops), mib_s)
+    if spec == 'seed':
+        return 'provisioned (the seed\'s volume): %s IOPS, %g MiB/s' % (thousands(iops), mib_s)
+    return 'provisioned (%s): %s IOPS, %g MiB/s' % (spec, thousands(iops), mib_s)
+
+
+def seq_context(seq):
+    """The numbers of the sequential readers' part of RESULTS.md."""
+    s = seq['summary']
+    caps = []
+    for spec in s['caps_order']:
+        case = next(c for c in s['cases'] if c['caps'] == spec)
+        caps.append({'spec': spec, 'iops': case['cap_iops'], 'mib_s': case['cap_mib_s'],
+                     'label': seq_caps_label(spec, case['cap_iops'], case['cap_mib_s']),
+                     'ceiling_32': case['cap_iops'] * 32 / 1024.0})
+    labels = dict((c['spec'], c['label']) for c in caps)
+    costs = [dict(c, caps_label=labels[c['caps']], job_label=SEQ_JOBS[c['job']]) for c in s['costs']]
+    first = dict((c['job'], c) for c in s['cases'])
+    return {'s': s, 'caps': caps, 'labels': labels, 'costs': costs, 'jobs': SEQ_JOBS,
+            'setup': seq['setup'], 'limit_pct': 100 * s['limit'],
+            'tar': first.get('tar'), 'cp': first.get('cp'),
+            'max_sectors_kb': sorted(set(r['max_sectors_kb'] for c in s['cases'] for r in c['runs']
+                                         if r.get('max_sectors_kb')))}
+
+
 # ---------------------------------------------------------------------------------------------
 # Charts of the caps results (PNG, matplotlib's Agg backend: no display needed)
 
 CHARTS = {'timeline': 'charts/caps-timeline.png', 'amplification': 'charts/caps-amplification-p99.png',
-          'sequential': 'charts/caps-sequential.png'}
+          'sequential': 'charts/caps-sequential.png', 'seq_readers': 'charts/caps-seq-readers.png'}
 PHASE_STYLE = {'before': ('#c0392b', 'before: tuned preset'), 'after': ('#2471a3', 'after: aem_tuning role')}
 
 
@@ -928,6 +957,8 @@ def cmd_charts(args):
     if summary.get('sweep'):
         written.append(chart_amplification(plt, summary, sub, args.outdir))
         written.append(chart_sequential(plt, summary, sub, args.outdir))
+    if caps.get('sequential'):
+        written.append(chart_seq_readers(plt, caps, args.outdir))
     print('charts: %s' % ' '.join(written))
 
 
@@ -1075,6 +1106,43 @@ def chart_sequential(plt, summary, sub, outdir):
     ax.grid(alpha=0.3)
     note = sub if cap_iops is None else '%s; caps %s IOPS, %g MiB/s' % (sub, cap_iops, cap)
     return save_chart(plt, fig, note, outdir, 'sequential')
+
+
+SEQ_STYLE = {'tar': ('#8e44ad', 'o-'), 'cp': ('#16a085', 's--')}
+
+
+def chart_seq_readers(plt, caps, outdir):
+    """4. The sequential readers: MiB/s against read-ahead, one panel per caps, request KiB at each point."""
+    seq = caps['sequential']['summary']
+    specs = seq['caps_order']
+    fig, axes = plt.subplots(1, len(specs), figsize=(4.8 * len(specs), 4.8), dpi=110, sharey=True, squeeze=False)
+    top = max([c['cap_mib_s'] for c in seq['cases']] + [c['mib_s']['max'] for c in seq['cases']]) * 1.25
+    for ax, spec in zip(axes[0], specs):
+        cases = [c for c in seq['cases'] if c['caps'] == spec]
+        for job, (color, style) in SEQ_STYLE.items():
+            rows = sorted((c for c in cases if c['job'] == job), key=lambda c: c['read_ahead_kb'])
+            if not rows:
+                continue
+            xs = [c['read_ahead_kb'] for c in rows]
+            ax.plot(xs, [c['mib_s']['median'] for c in rows], style, color=color, label=SEQ_JOBS[job])
+            for c in rows:
+                ax.annotate('%s KiB' % fmt(c['request_kb']['median'], 0), (c['read_ahead_kb'], c['mib_s']['median']),
+                            textcoords='offset points', xytext=(0, -13 if job == 'tar' else 7), ha='center',
+                            fontsize=7, color=color)
+        log2_axis(ax, sorted(set(c['read_ahead_kb'] for c in cases)), None)
+        cap = cases[0]
+        ax.axhline(cap['cap_mib_s'], color='black', ls='--', lw=1.2, label='throughput cap %g MiB/s' % cap['cap_mib_s'])
+        ax.axhline(cap['cap_iops'] * 32 / 1024.0, color='#c0392b', ls=':', lw=1.2,
+                   label='IOPS cap x 32 KiB requests: %s MiB/s' % fmt(cap['cap_iops'] * 32 / 1024.0, 1))
+        ax.set_title(seq_caps_label(spec, cap['cap_iops'], cap['cap_mib_s']), fontsize=9.5)
+        ax.set_ylim(0, top)
+        ax.grid(alpha=0.3)
+        ax.legend(loc='lower right', fontsize=7)
+    axes[0][0].set_ylabel('job MiB/s (median of rounds; labels: device KiB per read)')
+    fig.suptitle('Sequential readers under QEMU-throttled NVMe: a cold tar and cp against read-ahead', fontsize=11)
+    sub = 'cold page cache; tar -cf /dev/zero of the segment store (10 KiB reads), cp FILE /dev/null (128 KiB reads); ' \
+          'commit %s' % caps['host'].get('git_commit', '?')[:10]
+    return save_chart(plt, fig, sub, outdir, 'seq_readers')
 
 
 def main(argv=None):
