@@ -23,6 +23,8 @@ bench/caps.sh (the plateau under EBS-like caps) adds:
       The result of one ``ansible -m aemops.os_tuning.read_ahead_sweep`` run as JSON. Fails when the
       sweep failed or did not restore the device; for before/after (one value) also when the
       device was not at that value already (the sweep must measure the current state, not set it).
+  seq-record --caps SPEC --round R --load X --load-after Y --out F < seq_guest-output
+      One run of bench/seq_guest.py (a tar or a cp at one read-ahead, under the caps SPEC) as JSON.
   caps-collect RAWDIR OUT.json        the records and their summary under the key "caps" of OUT.json;
                                       the other keys are kept (collect keeps "caps" in turn)
   charts IN.json OUTDIR               the PNG charts of the caps results (matplotlib, Agg backend)
@@ -204,7 +206,9 @@ def cmd_brief(args):
     parts = []
     for path in args.files:
         rec = read_json(path)
-        if 'phase' in rec:
+        if 'cap_iops' in rec:
+            parts.append(seq_brief(rec))
+        elif 'phase' in rec:
             parts.extend(caps_brief(r) for r in rec['result']['results'])
             if rec['result'].get('recommended_kb') is not None and len(rec['result']['results']) > 1:
                 parts.append('recommended %s KiB' % rec['result']['recommended_kb'])
@@ -679,8 +683,8 @@ def cmd_caps_collect(args):
             name, seconds = line.split()
             phases.append({'phase': name, 'seconds': int(seconds)})
     config_keys = ('runs', 'duration', 'readers', 'size_mb', 'interval', 'sweep_duration', 'sweep_values',
-                   'nvme_caps', 'volume')
-    config = dict((k, host[k]) for k in config_keys)
+                   'nvme_caps', 'volume', 'seq_caps', 'seq_rounds', 'seq_values', 'seq_store_mb', 'seq_file_mb')
+    config = dict((k, host[k]) for k in config_keys if k in host)
     for key in ('runs', 'duration', 'readers', 'size_mb', 'sweep_duration'):
         config[key] = int(config[key])
     config['interval'] = float(config['interval'])
@@ -698,6 +702,7 @@ def cmd_caps_collect(args):
         'host_load_1min': spread(loads) if loads else None,
         'summary': summarize_caps(records),
         'records': records,
+        'sequential': seq_collect(raw),
     }
     doc = read_json(args.out) if os.path.exists(args.out) else {}
     doc['caps'] = caps
@@ -732,14 +737,206 @@ def caps_context(caps):
             'rows': rows, 'ratios': summary['ratio_after_to_before'], 'sweep': sweep,
             'checkout': checkout_info, 'minutes': minutes, 'seconds': seconds,
             'mib_s_cap': summary['mib_s_cap'], 'load': caps.get('host_load_1min'),
-            'phase_seconds': caps['phase_seconds'], 'charts': CHARTS}
+            'phase_seconds': caps['phase_seconds'], 'charts': CHARTS,
+            'seq': seq_context(caps['sequential']) if caps.get('sequential') else None}
+
+
+# ---------------------------------------------------------------------------------------------
+# Sequential readers under the caps (bench/caps.sh, issue 41): a tar of the segment store, a cp of one file
+
+SEQ_JOBS = {'tar': 'tar of the segment store', 'cp': 'cp of one large file'}
+CAP_SPECS = {'gp3': (3000, 125), 'io2': (16000, 1000), 'seed': (3000, 250)}
+QEMU_OP_BYTES = 262144  # QEMU's throttling.iops-size, as EBS counts I/O: one op per 256 KiB
+AT_CAP = 0.9  # at a cap: at 90% of it or more (read_ahead_sweep's rule)
+SEQ_COST_LIMIT = 0.2  # issue 41: a cost above about 20% calls for a maintenance window
+SEQ_METRICS = ('mib_s', 'device_mib_s', 'request_kb', 'merges_per_read', 'device_iops', 'ops_s',
+               'queue_depth', 'read_ms', 'at_mib_cap_share', 'at_iops_cap_share', 'seconds')
+
+
+def cap_numbers(spec):
+    """(IOPS, MiB/s) of a caps spec: gp3, io2, seed or iops=N,mibps=M (tests/vm/lib.sh's table)."""
+    if spec in CAP_SPECS:
+        return CAP_SPECS[spec]
+    m = re.match(r'^iops=(\d+),mibps=(\d+)$', spec)
+    if not m:
+        fail('unknown caps %r' % spec)
+    return int(m.group(1)), int(m.group(2))
+
+
+def cmd_seq_record(args):
+    lines = [line for line in sys.stdin.read().splitlines() if line.strip().startswith('{')]
+    if not lines:
+        fail('seq_guest.py printed no result')
+    result = json.loads(lines[-1])
+    if result['restored_kb'] is None or result['read_ahead_kb'] <= 0:
+        fail('seq_guest.py: no read-ahead measured: %r' % result)
+    iops, mib_s = cap_numbers(args.caps)
+    record = {'caps': args.caps, 'cap_iops': iops, 'cap_mib_s': mib_s, 'round': args.round,
+              'host_load': args.load, 'host_load_after': args.load_after, 'result': result}
+    write_json(args.out, record)
+
+
+def seq_brief(rec):
+    f = seq_figures(rec)
+    return ('%s %s %d KiB: %.1f MiB/s, requests %.1f KiB, %.0f IOPS, %.1f s, bound %s'
+            % (rec['caps'], rec['result']['job'], f['read_ahead_kb'], f['mib_s'], f['request_kb'], f['device_iops'],
+               f['seconds'], f['bound']))
+
+
+def delta(a, b):
+    return dict((k, b[k] - a[k]) for k in a if k != 'in_flight')
+
+
+def seq_windows(r, seconds=WINDOW_S):
+    """[span s, MiB/s, ops/s] per window of at least ``seconds`` from the diskstats samples (the last,
+    shorter window dropped); ops count as QEMU's throttle counts them, at least one per 256 KiB."""
+    points = [[0.0, r['before']]] + [p for p in r['samples'] if p[0] < r['seconds']] + [[r['seconds'], r['after']]]
+    out = []
+    start = points[0]
+    for point in points[1:]:
+        span = point[0] - start[0]
+        if span < seconds - 1e-6:
+            continue
+        d = delta(start[1], point[1])
+        nbytes = d['read_sectors'] * 512.0
+        out.append([round(span, 3), round(nbytes / 1048576.0 / span, 2),
+                    round(max(d['read_ios'], nbytes / QEMU_OP_BYTES) / span, 1)])
+        start = point
+    return out
+
+
+def seq_figures(rec):
+    """One run's throughput, request size, rates, queue and time at the caps."""
+    r = rec['result']
+    d = delta(r['before'], r['after'])
+    secs = r['seconds']
+    nbytes = d['read_sectors'] * 512.0
+    reads = max(d['read_ios'], 1)
+    win = seq_windows(r)
+    covered = sum(w[0] for w in win) or None
+    at_mib = sum(w[0] for w in win if w[1] >= AT_CAP * rec['cap_mib_s'])
+    at_iops = sum(w[0] for w in win if w[2] >= AT_CAP * rec['cap_iops'])
+    fig = {'read_ahead_kb': r['read_ahead_kb'], 'seconds': round(secs, 2),
+           'mib_s': round(r['bytes'] / 1048576.0 / secs, 2), 'device_mib_s': round(nbytes / 1048576.0 / secs, 2),
+           'request_kb': round(nbytes / 1024.0 / reads, 1), 'merges_per_read': round(d['read_merges'] / reads, 3),
+           'device_iops': round(d['read_ios'] / secs, 1),
+           'ops_s': round(max(d['read_ios'], nbytes / QEMU_OP_BYTES) / secs, 1),
+           'queue_depth': round(d['time_in_queue'] / 1000.0 / secs, 2), 'read_ms': round(d['read_ticks'] / reads, 3),
+           'at_mib_cap_s': round(at_mib, 1), 'at_iops_cap_s': round(at_iops, 1), 'windowed_s': round(covered or 0, 1),
+           'at_mib_cap_share': round(at_mib / covered, 3) if covered else None,
+           'at_iops_cap_share': round(at_iops / covered, 3) if covered else None,
+           'max_sectors_kb': r.get('max_sectors_kb')}
+    fig['bound'] = seq_bound(fig, rec)
+    return fig
+
+
+def seq_bound(fig, rec):
+    """Which cap bound the run, by read_ahead_sweep's rule (90% of a cap over the run), or none."""
+    bound = []
+    if fig['device_mib_s'] >= AT_CAP * rec['cap_mib_s']:
+        bound.append('throughput')
+    if fig['ops_s'] >= AT_CAP * rec['cap_iops']:
+        bound.append('iops')
+    return '+'.join(bound) or 'none'
+
+
+def seq_case(recs):
+    """Medians over the rounds of one (caps, job, read-ahead) case."""
+    rows = [seq_figures(rec) for rec in recs]
+    first = recs[0]
+    case = {'caps': first['caps'], 'job': first['result']['job'], 'read_ahead_kb': first['result']['read_ahead_kb'],
+            'cap_iops': first['cap_iops'], 'cap_mib_s': first['cap_mib_s'], 'rounds': len(rows),
+            'bytes': first['result']['bytes'], 'device': first['result']['device'],
+            'bound': sorted(set(r['bound'] for r in rows)), 'runs': rows}
+    for key in SEQ_METRICS:
+        values = [r[key] for r in rows if r[key] is not None]
+        case[key] = spread(values) if values else None
+    return case
+
+
+def seq_costs(cases):
+    """Per caps and job: 32 KiB against the best of the larger values and against 128 KiB."""
+    costs = []
+    for caps, job in sorted(set((c['caps'], c['job']) for c in cases),
+                            key=lambda k: (k[0] != 'gp3', k[0], list(SEQ_JOBS).index(k[1]))):
+        by_kb = dict((c['read_ahead_kb'], c['mib_s']['median']) for c in cases if (c['caps'], c['job']) == (caps, job))
+        if 32 not in by_kb or len(by_kb) < 2:
+            continue
+        best_kb = max((kb for kb in by_kb if kb != 32), key=lambda kb: by_kb[kb])
+        cost = {'caps': caps, 'job': job, 'mib_s_32': by_kb[32], 'best_kb': best_kb, 'best_mib_s': by_kb[best_kb],
+                'throughput_loss': round(1 - by_kb[32] / by_kb[best_kb], 3),
+                'time_ratio': round(by_kb[best_kb] / by_kb[32], 3)}
+        if 128 in by_kb:
+            cost['mib_s_128'] = by_kb[128]
+            cost['time_ratio_128'] = round(by_kb[128] / by_kb[32], 3)
+        cost['over_limit'] = cost['time_ratio'] - 1 > SEQ_COST_LIMIT
+        costs.append(cost)
+    return costs
+
+
+def summarize_seq(records):
+    groups = {}
+    for rec in records:
+        groups.setdefault((rec['caps'], rec['result']['job'], rec['result']['read_ahead_kb']), []).append(rec)
+    order = []
+    for rec in records:
+        if rec['caps'] not in order:
+            order.append(rec['caps'])
+    keys = sorted(groups, key=lambda k: (order.index(k[0]), list(SEQ_JOBS).index(k[1]), k[2]))
+    cases = [seq_case(sorted(groups[k], key=lambda r: r['round'])) for k in keys]
+    costs = seq_costs(cases)
+    return {'cases': cases, 'costs': costs, 'caps_order': order, 'limit': SEQ_COST_LIMIT,
+            'over_limit': any(c['over_limit'] for c in costs),
+            'max_time_ratio': max([c['time_ratio'] for c in costs] or [None])}
+
+
+def seq_collect(raw):
+    """The sequential part of the caps section, from RAWDIR/seq (None when the run had none)."""
+    paths = sorted(glob.glob(os.path.join(raw, 'seq', '*-*-*-*.json')))
+    if not paths:
+        return None
+    records = [read_json(p) for p in paths]
+    setup = read_json(os.path.join(raw, 'seq', 'setup.json'))
+    throttles = {}
+    for path in glob.glob(os.path.join(raw, 'seq', 'throttle-*.json')):
+        throttles[os.path.basename(path)[len('throttle-'):-len('.json')]] = read_json(path)
+    records.sort(key=lambda r: (r['caps'] != 'gp3', r['caps'], r['round'], r['result']['job'],
+                                r['result']['read_ahead_kb']))
+    return {'setup': setup, 'throttle': throttles, 'summary': summarize_seq(records), 'records': records}
+
+
+def seq_caps_label(spec, iops, mib_s):
+    if spec == 'gp3':
+        return 'gp3 baseline: %s IOPS, %g MiB/s' % (thousands(iops), mib_s)
+    if spec == 'seed':
+        return 'provisioned (the seed\'s volume): %s IOPS, %g MiB/s' % (thousands(iops), mib_s)
+    return 'provisioned (%s): %s IOPS, %g MiB/s' % (spec, thousands(iops), mib_s)
+
+
+def seq_context(seq):
+    """The numbers of the sequential readers' part of RESULTS.md."""
+    s = seq['summary']
+    caps = []
+    for spec in s['caps_order']:
+        case = next(c for c in s['cases'] if c['caps'] == spec)
+        caps.append({'spec': spec, 'iops': case['cap_iops'], 'mib_s': case['cap_mib_s'],
+                     'label': seq_caps_label(spec, case['cap_iops'], case['cap_mib_s']),
+                     'ceiling_32': case['cap_iops'] * 32 / 1024.0})
+    labels = dict((c['spec'], c['label']) for c in caps)
+    costs = [dict(c, caps_label=labels[c['caps']], job_label=SEQ_JOBS[c['job']]) for c in s['costs']]
+    first = dict((c['job'], c) for c in s['cases'])
+    return {'s': s, 'caps': caps, 'labels': labels, 'costs': costs, 'jobs': SEQ_JOBS,
+            'setup': seq['setup'], 'limit_pct': 100 * s['limit'],
+            'tar': first.get('tar'), 'cp': first.get('cp'),
+            'max_sectors_kb': sorted(set(r['max_sectors_kb'] for c in s['cases'] for r in c['runs']
+                                         if r.get('max_sectors_kb')))}
 
 
 # ---------------------------------------------------------------------------------------------
 # Charts of the caps results (PNG, matplotlib's Agg backend: no display needed)
 
 CHARTS = {'timeline': 'charts/caps-timeline.png', 'amplification': 'charts/caps-amplification-p99.png',
-          'sequential': 'charts/caps-sequential.png'}
+          'sequential': 'charts/caps-sequential.png', 'seq_readers': 'charts/caps-seq-readers.png'}
 PHASE_STYLE = {'before': ('#c0392b', 'before: tuned preset'), 'after': ('#2471a3', 'after: aem_tuning role')}
 
 
@@ -760,6 +957,8 @@ def cmd_charts(args):
     if summary.get('sweep'):
         written.append(chart_amplification(plt, summary, sub, args.outdir))
         written.append(chart_sequential(plt, summary, sub, args.outdir))
+    if caps.get('sequential'):
+        written.append(chart_seq_readers(plt, caps, args.outdir))
     print('charts: %s' % ' '.join(written))
 
 
@@ -909,6 +1108,43 @@ def chart_sequential(plt, summary, sub, outdir):
     return save_chart(plt, fig, note, outdir, 'sequential')
 
 
+SEQ_STYLE = {'tar': ('#8e44ad', 'o-'), 'cp': ('#16a085', 's--')}
+
+
+def chart_seq_readers(plt, caps, outdir):
+    """4. The sequential readers: MiB/s against read-ahead, one panel per caps, request KiB at each point."""
+    seq = caps['sequential']['summary']
+    specs = seq['caps_order']
+    fig, axes = plt.subplots(1, len(specs), figsize=(4.8 * len(specs), 4.8), dpi=110, sharey=True, squeeze=False)
+    top = max([c['cap_mib_s'] for c in seq['cases']] + [c['mib_s']['max'] for c in seq['cases']]) * 1.25
+    for ax, spec in zip(axes[0], specs):
+        cases = [c for c in seq['cases'] if c['caps'] == spec]
+        for job, (color, style) in SEQ_STYLE.items():
+            rows = sorted((c for c in cases if c['job'] == job), key=lambda c: c['read_ahead_kb'])
+            if not rows:
+                continue
+            xs = [c['read_ahead_kb'] for c in rows]
+            ax.plot(xs, [c['mib_s']['median'] for c in rows], style, color=color, label=SEQ_JOBS[job])
+            for c in rows:
+                ax.annotate('%s KiB' % fmt(c['request_kb']['median'], 0), (c['read_ahead_kb'], c['mib_s']['median']),
+                            textcoords='offset points', xytext=(0, -13 if job == 'tar' else 7), ha='center',
+                            fontsize=7, color=color)
+        log2_axis(ax, sorted(set(c['read_ahead_kb'] for c in cases)), None)
+        cap = cases[0]
+        ax.axhline(cap['cap_mib_s'], color='black', ls='--', lw=1.2, label='throughput cap %g MiB/s' % cap['cap_mib_s'])
+        ax.axhline(cap['cap_iops'] * 32 / 1024.0, color='#c0392b', ls=':', lw=1.2,
+                   label='IOPS cap x 32 KiB requests: %s MiB/s' % fmt(cap['cap_iops'] * 32 / 1024.0, 1))
+        ax.set_title(seq_caps_label(spec, cap['cap_iops'], cap['cap_mib_s']), fontsize=9.5)
+        ax.set_ylim(0, top)
+        ax.grid(alpha=0.3)
+        ax.legend(loc='lower right', fontsize=7)
+    axes[0][0].set_ylabel('job MiB/s (median of rounds; labels: device KiB per read)')
+    fig.suptitle('Sequential readers under QEMU-throttled NVMe: a cold tar and cp against read-ahead', fontsize=11)
+    sub = 'cold page cache; tar -cf /dev/zero of the segment store (10 KiB reads), cp FILE /dev/null (128 KiB reads); ' \
+          'commit %s' % caps['host'].get('git_commit', '?')[:10]
+    return save_chart(plt, fig, sub, outdir, 'seq_readers')
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest='command')
@@ -950,6 +1186,13 @@ def main(argv=None):
     p.add_argument('--load-after', required=True)
     p.add_argument('--out', required=True)
     p.set_defaults(func=cmd_caps_record)
+    p = sub.add_parser('seq-record')
+    p.add_argument('--caps', required=True)
+    p.add_argument('--round', type=int, required=True)
+    p.add_argument('--load', required=True)
+    p.add_argument('--load-after', required=True)
+    p.add_argument('--out', required=True)
+    p.set_defaults(func=cmd_seq_record)
     p = sub.add_parser('caps-collect')
     p.add_argument('raw')
     p.add_argument('out')

@@ -792,3 +792,112 @@ def test_collect_then_render(tmp_path, monkeypatch, capsys):
     assert '| **64** | 1907.6 | 0.524 | 1.57 | 109.4 | 438 | 7.4x | 120.0 | none |' in lines
     assert '- **The sweep recommends 64 KiB, not the role\'s 32 KiB.**' in text
     assert 'Phase times (s): boot 51, mkfs 5, before 128, role 29, after 129, sweep 99.' in lines
+
+
+# ---------------------------------------------------------------------------------------------
+# The sequential readers under the caps (bench/caps.sh, bench/seq_guest.py; issue 41)
+
+def diskstat(ios, sectors, ticks=0, queue=0, merges=0):
+    return {'read_ios': ios, 'read_merges': merges, 'read_sectors': sectors, 'read_ticks': ticks, 'in_flight': 0,
+            'io_ticks': 0, 'time_in_queue': queue}
+
+
+def seq_output(job, kb, mib, seconds, request_kb, queue=1.0, ms=0.5):
+    """What bench/seq_guest.py run prints: a steady job of mib MiB in seconds s, requests of request_kb KiB."""
+    sectors = mib * 2048
+    ios = int(sectors / (request_kb * 2))
+    samples = []
+    for i in range(1, int(seconds / 0.5) + 1):
+        t = i * 0.5
+        share = t / seconds
+        samples.append([t, diskstat(int(ios * share), int(sectors * share), int(ios * share * ms),
+                                    int(queue * t * 1000))])
+    result = {'job': job, 'command': 'x', 'device': 'nvme1n1' if job == 'tar' else 'nvme0n1', 'read_ahead_kb': kb,
+              'restored_kb': 32, 'bytes': mib * MIB, 'seconds': seconds, 'interval': 0.5,
+              'before': diskstat(0, 0), 'after': diskstat(ios, sectors, int(ios * ms), int(queue * seconds * 1000), 3),
+              'samples': samples, 'max_sectors_kb': 512}
+    return 'Warning: Permanently added host\n' + json.dumps(result) + '\n'
+
+
+# (caps, job, read-ahead KiB): (MiB/s, KiB per read); 32 KiB on gp3 at the IOPS ceiling of 3,000 x 32 KiB
+SEQ_CASES = {('gp3', 'tar', 32): (93.0, 32.0), ('gp3', 'tar', 128): (120.0, 128.0), ('gp3', 'tar', 4096): (121.0, 512.0),
+             ('gp3', 'cp', 32): (118.0, 128.0), ('gp3', 'cp', 128): (120.0, 128.0), ('gp3', 'cp', 4096): (120.0, 512.0),
+             ('seed', 'tar', 32): (93.0, 32.0), ('seed', 'tar', 128): (200.0, 128.0), ('seed', 'tar', 4096): (240.0, 512.0),
+             ('seed', 'cp', 32): (200.0, 128.0), ('seed', 'cp', 128): (205.0, 128.0), ('seed', 'cp', 4096): (240.0, 512.0)}
+
+
+def seq_raw(tmp_path, monkeypatch, raw):
+    (raw / 'seq').mkdir()
+    for (caps, job, kb), (rate, req) in SEQ_CASES.items():
+        for rnd, factor in ((1, 1.0), (2, 0.9)):
+            mib = 96
+            run_main(monkeypatch, ['seq-record', '--caps', caps, '--round', str(rnd), '--load', '1.0', '--load-after', '1.1',
+                                   '--out', str(raw / 'seq' / ('%s-%s-%d-%d.json' % (caps, job, kb, rnd)))],
+                     seq_output(job, kb, mib, round(mib / (rate * factor), 3), req))
+    write(raw / 'seq' / 'setup.json', json.dumps({'store_files': 8, 'store_bytes': 896 * MIB + 30000, 'file_bytes': 512 * MIB}))
+    write(raw / 'seq' / 'throttle-seed.json', json.dumps({'nvme-a': {'iops': 3000, 'bps': 262144000, 'iops_size': 262144}}))
+    with io.open(str(raw / 'env-host.txt'), 'a', encoding='utf-8') as f:
+        f.write('seq_caps=gp3 seed\nseq_rounds=2\nseq_values=32,128,4096\nseq_store_mb=896\nseq_file_mb=512\n')
+    return raw
+
+
+def test_cap_numbers():
+    assert report.cap_numbers('gp3') == (3000, 125) and report.cap_numbers('seed') == (3000, 250)
+    assert report.cap_numbers('iops=6000,mibps=500') == (6000, 500)
+    with pytest.raises(SystemExit):
+        report.cap_numbers('fast')
+
+
+def test_seq_figures_request_size_rates_and_the_bound(tmp_path, monkeypatch):
+    out = tmp_path / 'r.json'
+    run_main(monkeypatch, ['seq-record', '--caps', 'gp3', '--round', '1', '--load', '1', '--load-after', '1', '--out', str(out)],
+             seq_output('tar', 32, 93, 1.0 * 93 / 92.0, 32.0, queue=2.0, ms=0.6))
+    rec = load(out)
+    assert (rec['cap_iops'], rec['cap_mib_s']) == (3000, 125)
+    f = report.seq_figures(rec)
+    assert f['mib_s'] == 92.0 and f['request_kb'] == 32.0 and f['device_iops'] == 2944.0 and f['ops_s'] == 2944.0
+    assert f['bound'] == 'iops' and f['queue_depth'] == 2.0 and f['read_ms'] == 0.6
+    assert f['at_iops_cap_share'] == 1.0 and f['at_mib_cap_share'] == 0.0
+    # large requests count as QEMU counts them: one operation per 256 KiB
+    f = report.seq_figures(dict(rec, result=json.loads(seq_output('cp', 4096, 120, 1.0, 1024.0).splitlines()[-1])))
+    assert f['device_iops'] == 120.0 and f['ops_s'] == 480.0 and f['bound'] == 'throughput'
+
+
+def test_seq_record_refuses_no_output(tmp_path, monkeypatch, capsys):
+    with pytest.raises(SystemExit):
+        run_main(monkeypatch, ['seq-record', '--caps', 'gp3', '--round', '1', '--load', '1', '--load-after', '1',
+                               '--out', str(tmp_path / 'r.json')], 'Traceback: nothing\n')
+    assert 'printed no result' in capsys.readouterr().err
+
+
+def test_seq_collect_costs_render_and_chart(tmp_path, monkeypatch, capsys):
+    raw = seq_raw(tmp_path, monkeypatch, caps_raw(tmp_path, monkeypatch))
+    out = tmp_path / 'results.json'
+    report.main(['collect', str(bench_raw(tmp_path, monkeypatch)), str(out)])
+    report.main(['caps-collect', str(raw), str(out)])
+    seq = load(out)['caps']['sequential']
+    assert load(out)['caps']['config']['seq_caps'] == 'gp3 seed'
+    s = seq['summary']
+    assert s['caps_order'] == ['gp3', 'seed']
+    assert [(c['caps'], c['job'], c['read_ahead_kb']) for c in s['cases']][:3] == [('gp3', 'tar', 32), ('gp3', 'tar', 128),
+                                                                                 ('gp3', 'tar', 4096)]
+    tar32 = s['cases'][0]
+    assert tar32['rounds'] == 2 and abs(tar32['mib_s']['max'] - 93.0) < 0.1 and tar32['request_kb']['median'] == 32.0
+    costs = dict(((c['caps'], c['job']), c) for c in s['costs'])
+    assert costs[('gp3', 'tar')]['best_kb'] == 4096 and costs[('gp3', 'tar')]['over_limit'] is True
+    assert costs[('gp3', 'cp')]['over_limit'] is False and costs[('gp3', 'cp')]['time_ratio_128'] < 1.1
+    assert costs[('seed', 'tar')]['time_ratio'] > 2.5 and s['over_limit'] is True
+
+    report.main(['brief', str(raw / 'seq' / 'gp3-tar-32-1.json')])
+    assert capsys.readouterr().out.startswith('gp3 tar 32 KiB: 93.0 MiB/s, requests 32.0 KiB')
+    text, lines = render(out, tmp_path / 'RESULTS.md')
+    assert '### Sequential readers under the caps: what 32 KiB costs a backup and a compaction' in lines
+    assert 'provisioned (the seed\'s volume): 3,000 IOPS, 250 MiB/s set on both NVMe drives' in text
+    assert any(line.startswith('| gp3 | tar | 32 | **') and line.endswith('| iops, none |') for line in lines)
+    assert ('- Sequential readers under the same caps ([section below](#sequential-readers-under-the-caps-what-32-kib-costs-a-backup-and-a-'
+            'compaction)), 32 KiB against the best larger read-ahead: tar at gp3 **1.30x** the time') in text
+    assert '- **Against issue 41\'s limit** (a sequential job about 20% slower calls for a maintenance window): **exceeded**' in text
+    assert '3,000 x 32 KiB = 93.8 MiB/s, below the 125 MiB/s throughput cap' in text
+    charts = tmp_path / 'charts'
+    report.main(['charts', str(out), str(charts)])
+    assert 'caps-seq-readers.png' in os.listdir(str(charts))
