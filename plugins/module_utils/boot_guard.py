@@ -230,8 +230,8 @@ def plan(root, unit, present, version, texts=None):
                                       % (out['lib'], os.path.relpath(top, files.root_path(root, out['lib'])),
                                          problem, out['lib']))
         runstate.check_above(root, out['path'])
-        files.check_owned_target(files.root_path(root, out['path']), out['path'], check_only=True) \
-            if os.path.isdir(os.path.dirname(files.root_path(root, out['path']))) else None
+        if os.path.isdir(os.path.dirname(files.root_path(root, out['path']))):
+            files.check_owned_target(files.root_path(root, out['path']), out['path'], check_only=True)
     out['changed'] = bool(out['before'] != out['after'] or out['write_lib'] or out['remove'] or out['remove_libs'])
     return out
 
