@@ -345,6 +345,19 @@ def aem_lines(r):
         aem.get('unit'), aem.get('why'), dash(aem.get('stopped'), '?'), dash(aem.get('started'), '?'), answer)]
 
 
+def guard_lines(facts_after):
+    """AEM's start guard as tuning_facts read it after the run (only with aem_tuning_aem_service)."""
+    guard = get(facts_after or {}, 'start_guard')
+    if not isinstance(guard, dict) or not guard.get('unit'):
+        return []
+    words = {'ok': 'in place: AEM opens its files at the persisted read-ahead after every boot',
+             'missing': 'missing', 'changed': 'changed', 'unsupported': 'not installed (systemd %s has no "+" prefix)'
+             % dash(guard.get('systemd'), '?')}
+    problem = guard.get('problem') if guard.get('state') in ('missing', 'changed') else None
+    return ['Start guard of %s: %s%s.' % (guard['unit'], words.get(guard.get('state'), text(guard.get('state'))),
+                                          ' (%s)' % problem if problem else '')]
+
+
 def error_log_lines(r):
     scan = r.get('error_log')
     if not scan:
@@ -572,7 +585,7 @@ def host_lines(r, facts_after):
     reason = get(facts_after or {}, 'os', 'boot_reason')
     out = ['Boot loader: %s%s.' % (get(before, 'os', 'boot_method'), ' (%s)' % reason if reason else '')]
     out += reboot_lines(r)
-    out += aem_lines(r)
+    out += aem_lines(r) + guard_lines(facts_after)
     return out + ['tuned-adm verify: %s.' % r.get('tuned_verify'), '']
 
 

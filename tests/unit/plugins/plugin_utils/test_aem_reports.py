@@ -500,3 +500,19 @@ def test_a_reader_as_the_result_keeps_it_reads_the_same_in_the_report(tmpdir):
     assert ('| 3 | 3745.7 | needs a restart (no_pidfd_getfd): this kernel has no pidfd_getfd(2) (Linux 5.6 and later; '
             'RHEL 7 and RHEL 8 kernels lack it), so its 3 open file(s) cannot be refreshed in place |') in read(
                 tmpdir.join('aem1', 'report.md'))
+
+
+def test_the_report_says_whether_aems_start_guard_is_in_place(tmpdir):
+    guard = {'unit': 'aem.service', 'path': '/etc/systemd/system/aem.service.d/90-aemops-read-ahead.conf',
+             'state': 'missing', 'problem': '/etc/systemd/system/aem.service.d/90-aemops-read-ahead.conf is not '
+             'installed', 'systemd': 252}
+    for state, words in (('ok', 'Start guard of aem.service: in place: AEM opens its files at the persisted '
+                                'read-ahead after every boot.'),
+                         ('missing', 'Start guard of aem.service: missing (/etc/systemd/system/aem.service.d/'
+                                     '90-aemops-read-ahead.conf is not installed).'),
+                         ('unsupported', 'Start guard of aem.service: not installed (systemd 252 has no "+" prefix).')):
+        facts_after = dict(full_facts(32), start_guard=dict(guard, state=state))
+        run(tmpdir.join(state), {'results': {'aem1': BASE}, 'facts': {'aem1': [full_facts(4096), facts_after, None]}})
+        assert words in read(tmpdir.join(state, 'aem1', 'report.md')), state
+    run(tmpdir.join('none'), {'results': {'aem1': BASE}, 'facts': {'aem1': [full_facts(4096), full_facts(32), None]}})
+    assert 'Start guard' not in read(tmpdir.join('none', 'aem1', 'report.md'))
