@@ -72,10 +72,11 @@ class Survey(object):
     paths given through links, anonymous devices), ``cannot`` (None, or why this kernel cannot refresh), ``plan``
     ({'refresh': [(entry, items)], 'restart': [(entry, items, why)], 'descriptor_only': [(entry, items, why)]}),
     ``only`` and ``enabled`` (refresh_only, refresh_readers), ``window`` (the seconds each mapping reader was
-    measured over: readers_measure; 0: not measured)."""
+    measured over: readers_measure; 0: not measured), ``aem_other`` (AEM's processes that map nothing on the
+    devices, measured for information: :func:`measure_with_aem`)."""
 
     __slots__ = ('devices', 'found', 'record', 'record_problem', 'boot_id', 'valid', 'settled', 'assessed', 'links',
-                 'notes', 'cannot', 'plan', 'only', 'enabled', 'window')
+                 'notes', 'cannot', 'plan', 'only', 'enabled', 'window', 'aem_other')
 
     def __init__(self, **fields):
         unknown = sorted(set(fields) - set(self.__slots__))
@@ -87,7 +88,7 @@ class Survey(object):
 
 
 def survey(root, kb_by_name, scope_by_name, changed=(), only=(), enabled=True, procfs=None, persisted=None,
-           config_paths=(), syscalls=None, deadline=readers_scan.SCAN_DEADLINE, window=0, sleep=None):
+           config_paths=(), syscalls=None, deadline=readers_scan.SCAN_DEADLINE, window=0, sleep=None, aem_unit=None):
     """Scan, read the record, assess and plan for the governing devices ``kb_by_name`` ({name: KiB now}): a
     :class:`Survey`.
 
@@ -95,7 +96,9 @@ def survey(root, kb_by_name, scope_by_name, changed=(), only=(), enabled=True, p
     read-ahead this run changes; ``persisted`` and ``config_paths``: the boot rule's evidence
     (:func:`readers_verdict.settled_since`); ``procfs``: the /proc to read (a ``readers_scan.ProcFs`` of ``root``
     unless given); ``window``: the seconds over which every reader that maps a file on the devices is measured, all
-    at once (readers_measure.measure; 0: not measured, the inference alone decides). Nothing is changed here.
+    at once (readers_measure.measure; 0: not measured, the inference alone decides); ``aem_unit``: AEM's unit,
+    whose processes that map nothing on the devices are measured in the same window (:func:`measure_with_aem`).
+    Nothing is changed here.
     """
     numbers, kernel, notes = readers_scan.device_numbers(root, sorted(kb_by_name))
     devices = dict((n, {'name': name, 'kernel': kernel.get(n), 'kb': kb_by_name[name],
@@ -111,13 +114,14 @@ def survey(root, kb_by_name, scope_by_name, changed=(), only=(), enabled=True, p
     settled = {} if problem else readers_verdict.settled_since(root, devices, record, boot_id, set(changed),
                                                                persisted, config_paths, found['boot'])
     assessed = readers_verdict.assess(found, devices, record, boot_id, changed, settled)
-    assessed = readers_verdict.judge_measured(assessed, devices, measure(root, assessed, devices, window, sleep, scope),
-                                              scope)
+    outcomes, aem_other = measure_with_aem(root, assessed, devices, window, sleep, scope, aem_unit,
+                                           [e['pid'] for e in found['readers']])
+    assessed = readers_verdict.judge_measured(assessed, devices, outcomes, scope)
     cannot = readers_refresh.refresh_support(syscalls) if any(e['stale_fds'] for e in assessed) else None
     return Survey(devices=devices, found=found, record=record, record_problem=problem, boot_id=boot_id, valid=valid,
                   settled=settled, assessed=assessed, links=links, notes=notes, cannot=cannot,
                   plan=readers_verdict.plan_refresh(assessed, scope, only, enabled, cannot), only=list(only),
-                  enabled=enabled, window=window)
+                  enabled=enabled, window=window, aem_other=aem_other)
 
 
 def measure(root, assessed, devices, window, sleep=None, scope=None):
@@ -126,16 +130,35 @@ def measure(root, assessed, devices, window, sleep=None, scope=None):
     It reads their /proc/PID/io and stat, which can wait on a process in ``execve`` under a tracer: in a child
     process, bounded as the scan is (readers_scan.apart); a measurement that does not answer leaves every reader
     ``unreadable``, judged by the inference."""
+    return measure_with_aem(root, assessed, devices, window, sleep, scope)[0]
+
+
+def measure_with_aem(root, assessed, devices, window, sleep=None, scope=None, aem_unit=None, skip=()):
+    """(:func:`measure`'s outcomes, AEM's other processes): with ``aem_unit``, the processes of AEM's unit that map
+    nothing here (not in ``skip``, the pids the scan found) are found (readers_scan.unit_processes) and measured in
+    the same window, each a dict with pid, comm, unit, start_ticks and its outcome's ``measured`` or
+    ``unmeasured``: for information (a process that maps nothing on the targets cannot be stale on them; a large
+    window there says AEM reads elsewhere, where the targets may be wrong)."""
     mapping = [e for e in assessed if readers_verdict.maps_on(e, devices, scope)]
-    if not mapping or not window:
-        return {}
-    pids = [e['pid'] for e in mapping]
+    if not window or not (mapping or aem_unit):
+        return {}, []
     starts = dict((e['pid'], e['start_ticks']) for e in mapping)
+
+    def work():
+        others = readers_scan.unit_processes(readers_scan.ProcFs(root), aem_unit, set(skip) | set(starts))
+        pids = sorted(starts) + [o['pid'] for o in others]
+        if not pids:
+            return {}, []
+        starts.update((o['pid'], o['start_ticks']) for o in others)
+        return readers_measure.measure(root, pids, window, starts=starts, sleep=sleep), others
     try:
-        return readers_scan.apart(lambda: readers_measure.measure(root, pids, window, starts=starts, sleep=sleep),
-                                  2 * window, 'the measurement of the readers')
+        outcomes, others = readers_scan.apart(work, 2 * window,
+                                              'the measurement of the readers')
     except readers_scan.ReadersError as e:
-        return dict((pid, readers_measure.unmeasured('unreadable', str(e))) for pid in pids)
+        return dict((pid, readers_measure.unmeasured('unreadable', str(e))) for pid in starts), []
+    for other in others:
+        other.update(outcomes.pop(other['pid'], None) or readers_measure.unmeasured('gone'))
+    return outcomes, others
 
 
 def reported_reader(entry, items=None):
@@ -216,6 +239,8 @@ def reader_report(surveyed, refreshed=None):
                               for e, items, why in plain]
     out['fine'] = fine_readers(surveyed)
     out['window'] = surveyed.window
+    if surveyed.aem_other:
+        out['aem_other'] = [dict((k, v) for k, v in p.items() if k != 'start_ticks') for p in surveyed.aem_other]
     return out
 
 

@@ -25,11 +25,13 @@ import stat
 import threading
 import time
 
-from ansible_collections.aemops.os_tuning.plugins.module_utils import blockdev, files
+from ansible_collections.aemops.os_tuning.plugins.module_utils import aem, blockdev, files
 
 PROC = '/proc'
 # The whole scan of /proc, in seconds: past it the processes not reached are named and the run goes on.
 SCAN_DEADLINE = 20.0
+# AEM's processes that map nothing on the targets, sampled at most (a JVM and its few helpers; a bound, not a guess).
+MAX_UNIT_PROCESSES = 64
 # The scan's worker thread (a daemon thread: see scan).
 WORKER_NAME = 'aemops-readers-scan'
 # scan_apart: how long past the scan's own deadline the module waits for the child's answer, and for its end.
@@ -451,6 +453,27 @@ class _Scan(object):
             entry['files'].append({'dev': key[0], 'ino': key[1], 'path': path, 'fds': sorted(fds),
                                    'paths': dict((fd, fds[fd]) for fd in fds), 'mapped': key in mapped})
         return entry
+
+
+def unit_processes(procfs, unit, skip=(), limit=MAX_UNIT_PROCESSES):
+    """[{pid, comm, start_ticks, unit}] of the processes of AEM's ``unit`` (aem.is_aem) that are not in ``skip``
+    (pids), from /proc/PID/cgroup and stat only: files of procfs itself, no link is followed. At most ``limit``."""
+    out = []
+    if not unit:
+        return out
+    for name in sorted(procfs.listdir(procfs.proc), key=lambda n: (len(n), n)):
+        if not name.isdigit() or int(name) in skip or len(out) >= limit:
+            continue
+        base = os.path.join(procfs.proc, name)
+        try:
+            found = parse_unit(procfs.read(os.path.join(base, 'cgroup')))
+            text = procfs.read(os.path.join(base, 'stat')) if aem.is_aem({'unit': found}, unit) else None
+            if text:
+                comm, start_ticks = parse_stat(text)
+                out.append({'pid': int(name), 'comm': comm, 'start_ticks': start_ticks, 'unit': found})
+        except (IOError, OSError, ValueError, IndexError):
+            continue  # gone, or not readable: not sampled
+    return out
 
 
 def _mount_ns(procfs, base):

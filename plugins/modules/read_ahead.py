@@ -376,6 +376,14 @@ readers:
     window:
       description: The seconds each mapping reader was measured over (V(0) without a measurement).
       type: float
+    aem_other:
+      description:
+        - With O(aem_service), the processes of AEM's unit that map nothing on the targets, measured in the same
+          window for information (C(pid), C(comm), C(unit), and C(measured) or C(unmeasured)); only when there are
+          some. They cannot be stale on the targets; a large window there says that AEM reads elsewhere.
+      type: list
+      elements: dict
+      version_added: 0.3.0
     refreshed:
       description: Processes whose open files now read with the device's value.
       type: list
@@ -442,7 +450,8 @@ def refresh_readers(module, root, plan, after_kb):
     kb, scope, changed_names, persisted = readers.targets_of(plan['devices'], p['paths'], after_kb)
     try:
         surveyed = readers.survey(root, kb, scope, changed_names, p['refresh_only'], p['refresh_readers'],
-                                  persisted=persisted, config_paths=[p['rules_file']], window=p['measure_readers'])
+                                  persisted=persisted, config_paths=[p['rules_file']], window=p['measure_readers'],
+                                  aem_unit=p['aem_service'] or None)
     except readers_scan.ReadersError as e:
         module.warn('cannot look for the processes that read the targets: %s' % e)
         return None, False, None

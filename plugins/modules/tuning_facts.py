@@ -280,7 +280,10 @@ ansible_facts:
           C(record_problem); C(window) (the seconds of the measurement). A process that maps a file on the targets
           has C(basis) (V(measured) when its own KiB per major fault decided, V(inferred) when the record and the boot
           rule did) and C(measured) (C(kib_per_fault), C(faults), C(seconds), C(read_kib), C(rchar_kib)) or
-          C(unmeasured). Each stale and needs_restart reader is a miss in C(compliance).
+          C(unmeasured). Each stale and needs_restart reader is a miss in C(compliance). With C(intent.aem_service),
+          C(aem_other) lists the processes of AEM's unit that map nothing on the targets, measured in the same
+          window for information (C(pid), C(comm), C(unit), and C(measured) or C(unmeasured)); they cannot be stale
+          on the targets, and a large window there says that AEM reads elsewhere (the targets may be wrong).
         - With an O(intent) of state present that names C(aem_service), also C(start_guard), with C(unit), C(path) (the
           drop-in), C(state) (V(ok); V(missing); V(changed), when the drop-in or its library is not what this version of
           the collection installs, or not root's alone; V(unsupported), systemd older than 231, where none is
@@ -611,15 +614,17 @@ def result_reading(facts, plan):
     return {'now': compliance.reading(facts, plan), 'snapshot': compliance.reading(snapshot, plan) if snapshot else None}
 
 
-def reader_facts(root, facts, plan, window=0):
-    """The running processes that read the targets with an earlier read-ahead (module_utils/readers.py)."""
+def reader_facts(root, facts, plan, window=0, aem_unit=None):
+    """The running processes that read the targets with an earlier read-ahead (module_utils/readers.py); AEM's
+    processes that map nothing there in ``aem_other``."""
     scope = compliance.reader_scope(facts, plan)
     info = dict((name, facts['block_devices'].get(name) or {}) for name in scope)
     kb = dict((name, i['read_ahead_kb']) for name, i in info.items() if i.get('read_ahead_kb') is not None)
     persisted = dict((name, i['rule']) for name, i in info.items() if i.get('rule') is not None)
     try:
         return readers.audit_report(readers.survey(root, kb, scope, persisted=persisted,
-                                                   config_paths=[udev_rules.RULES_FILE], window=window))
+                                                   config_paths=[udev_rules.RULES_FILE], window=window,
+                                                   aem_unit=aem_unit))
     except readers_scan.ReadersError as e:
         raise OSError(str(e))
 
@@ -661,7 +666,7 @@ def run(module, root):
     verify = tuned_verify(module, root, facts['tuned']) if module.params['verify'] else None
     if plan is not None and intent.get('state', 'present') == 'present':
         facts['readers'] = guarded(facts['errors'], 'readers', None, reader_facts, root, facts, plan,
-                                   module.params['measure_readers'])
+                                   module.params['measure_readers'], given.get('aem_service') or None)
     if plan is not None:
         facts['plan'] = plan
     facts['ebs'] = guarded(facts['errors'], 'EBS statistics', {}, ebs_stats.samples, root, ebs_devices(facts))

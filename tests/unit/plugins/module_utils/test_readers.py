@@ -123,3 +123,28 @@ def test_a_measurement_that_never_answers_leaves_the_readers_to_the_inference_an
     oak_entry = [e for e in surveyed.assessed if e['pid'] == 4242][0]
     assert (oak_entry['basis'], oak_entry['unmeasured']) == ('inferred', 'unreadable')
     assert [e['pid'] for e, _items in surveyed.plan['refresh']] == [4242]  # no record: stale, by the inference
+
+
+def test_aems_processes_that_map_nothing_on_the_targets_are_measured_for_information(host):
+    """A process of AEM's unit that maps no file on the targets (its repository elsewhere, a helper) is found by its
+    unit and measured in the same window: it cannot be stale on the targets, so it is only reported; a process of
+    another unit is not sampled."""
+    oak(host)
+    host.add_process(4300, comm='java', start_ticks=5100, unit='aem.service')
+    host.add_process(4400, comm='sshd', start_ticks=5200, unit='sshd.service')
+    counters(host, 4242, 5000, 1000, 10 ** 6)
+    counters(host, 4300, 5100, 1000, 10 ** 6)
+
+    def window(_seconds):
+        counters(host, 4242, 5000, 1060, 10 ** 6 + 60 * 32)
+        counters(host, 4300, 5100, 1060, 10 ** 6 + 60 * 3900)
+    surveyed = readers.survey(host.root, {'dm-0': 32}, {'dm-0': None}, procfs=host.proc_procfs(),
+                              syscalls=FakeSyscalls(host), window=3, sleep=window, aem_unit='aem')
+    report = readers.audit_report(surveyed)
+    assert [(p['pid'], p['comm'], p['unit'], p['measured']['kib_per_fault']) for p in report['aem_other']] == [
+        (4300, 'java', 'aem.service', 3900.0)]
+    assert 4300 not in [r['pid'] for r in report['stale'] + report['needs_restart'] + report['fine']]
+    # Without AEM's unit, nothing else is sampled.
+    surveyed = readers.survey(host.root, {'dm-0': 32}, {'dm-0': None}, procfs=host.proc_procfs(),
+                              syscalls=FakeSyscalls(host), window=3, sleep=lambda _s: None)
+    assert 'aem_other' not in readers.audit_report(surveyed)
