@@ -9,7 +9,8 @@ __metaclass__ = type
 
 DOCUMENTATION = r'''
 name: aem_tuning
-author: aemops.os_tuning contributors
+author:
+  - aemops.os_tuning contributors (@aemops)
 version_added: 0.3.0
 short_description: The aem_tuning role's step records and settings, by name, for its filters
 description:

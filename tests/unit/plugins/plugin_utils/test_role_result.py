@@ -291,7 +291,17 @@ def test_the_reboot_decision():
     assert decide(True, {}) is True and decide('false', {'reboot_required': True}) is False
 
 
-
+def test_a_failed_step_keeps_the_first_error_and_records_its_own():
+    earlier = [{'phase': 'change', 'task': 'earlier', 'message': 'failed'}]
+    out = FILTERS['with_failure'](earlier, {'stderr': 'boom'}, None, 'verify')
+    assert out[0] == earlier[0] and role_result.first_error(out) == 'earlier: failed'
+    assert sorted(out[1]) == ['at', 'message', 'phase', 'task'] and out[1]['task'] == 'a task' and out[1]['message'] == 'boom'
+    # The metrics' record has no time, as before; a refusal of the check is its message alone.
+    out = FILTERS['with_failure']([], {}, 'Write the metrics for node_exporter', 'metrics', False)
+    assert out == [{'phase': 'metrics', 'task': 'Write the metrics for node_exporter', 'message': 'failed'}]
+    assert role_result.first_error(out) == 'Write the metrics for node_exporter: failed'
+    assert role_result.first_error([{'phase': 'check', 'task': 'Gather tuning facts', 'message': 'refused'}]) == 'refused'
+    assert role_result.first_error([]) == ''
 
 
 def test_aem_record_after_the_opt_in_restart_takes_the_restart_clock_and_a_silent_script_says_so():
