@@ -30,6 +30,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 from ansible_collections.aemops.os_tuning.plugins.module_utils import tuned
 
 
@@ -65,6 +67,17 @@ class Host(str):
         if key not in self.memo:
             self.memo[key] = read()
         return self.memo[key]
+
+    # -- systemd --------------------------------------------------------------------------------------------------
+
+    def systemd_version(self):
+        """systemd's major version from ``systemctl --version`` ("systemd 239 (239-78.el8)"), or None."""
+        def read():
+            systemctl = self.which('systemctl')
+            rc, out, _err = self.run([systemctl, '--version']) if systemctl else (1, '', '')
+            m = re.match(r'systemd (\d+)', out or '') if rc == 0 else None
+            return int(m.group(1)) if m else None
+        return self.once('systemd_version', read)
 
     # -- tuned ----------------------------------------------------------------------------------------------------
 

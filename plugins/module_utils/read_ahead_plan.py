@@ -24,7 +24,7 @@ import os
 import re
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    blockdev, compliance, files, host, runstate, tuned, udev_rules)
+    blockdev, boot_guard, compliance, files, host, runstate, tuned, udev_rules)
 
 
 class PlanError(Exception):
@@ -121,6 +121,15 @@ def validate(params):
         error = compliance.read_ahead_error(kb, compliance.page_kb_of())
         if error:
             raise PlanError(error, warnings)
+    unit = params.get('aem_service')
+    if unit:
+        problem = boot_guard.unit_problem(unit)
+        if problem:
+            raise PlanError('%s; nothing was changed.' % problem, warnings)
+        if params['rules_file'] != udev_rules.RULES_FILE:
+            raise PlanError('aem_service installs a start guard that reads the rules file %s; it cannot be used with '
+                            'rules_file %s. Leave rules_file at its default, or aem_service unset.'
+                            % (udev_rules.RULES_FILE, params['rules_file']), warnings)
     if not params['devices'] and not params['paths']:
         raise PlanError('nothing to tune: give devices= (kernel names or /dev paths) or paths= (filesystem paths).',
                         warnings)
@@ -385,6 +394,20 @@ def _final_warnings(params, devices, tuned_plan):
     return out + tuned.conflict_warnings(tuned_plan)
 
 
+def plan_guard(snap, params, present, warnings):
+    """AEM's start guard (module_utils/boot_guard.py): None when ``aem_service`` is not given (left as it is)."""
+    unit = params.get('aem_service')
+    if unit is None:
+        return None
+    try:
+        guard = boot_guard.plan(snap.root, unit, present, snap.systemd_version() if unit and present else None)
+    except (files.FileError, IOError, OSError) as e:
+        raise PlanError('cannot install the start guard of %s: %s' % (unit, e), warnings)
+    if guard['warning']:
+        warnings.append(guard['warning'])
+    return guard
+
+
 def plan(snap, params, check_mode, kb, warnings):
     """Everything one run does; raises PlanError with nothing changed.
 
@@ -416,21 +439,33 @@ def plan(snap, params, check_mode, kb, warnings):
         entry['conflicts'] = device_conflicts(snap.root, entry, kb, tuned_ctx, file_conflicts) if present else []
     file_changed = after_text != before_text
     _check_writes(snap, params, check_mode, devices, file_changed, warnings)
-    changed = bool(file_changed or tuned_changed
+    guard = plan_guard(snap, params, present, warnings)
+    changed = bool(file_changed or tuned_changed or (guard or {}).get('changed')
                    or any(e['planned_kb'] != e['before_kb'] or e['lvm_target'] is not None for e in devices))
     return {'root': snap.root, 'rules_path': rules_path, 'before_text': before_text, 'after_text': after_text,
             'file_changed': file_changed, 'devices': devices, 'skipped': skipped, 'tuned_plan': tuned_plan,
             'tuned_changed': tuned_changed, 'tuned_running': snap.tuned_running() if tuned_plan else None,
-            'changed': changed, 'warnings': warnings,
+            'changed': changed, 'warnings': warnings, 'guard': guard,
             'final_warnings': _final_warnings(params, devices, tuned_plan)}
 
 
 def diff(plan):
     out = [files.diff_entry(plan['rules_path'], plan['before_text'], plan['after_text'])]
+    if plan['guard'] and plan['guard']['before'] != plan['guard']['after']:
+        out.append(files.diff_entry(plan['guard']['path'], plan['guard']['before'], plan['guard']['after']))
     if plan['tuned_plan']:
         tuned_plan = plan['tuned_plan']
         out.append(files.diff_entry(tuned_plan['path'], tuned_plan['before'], tuned_plan['after']))
     return out
+
+
+def guard_result(guard):
+    """The module's ``start_guard``: None when ``aem_service`` was not given."""
+    if guard is None:
+        return None
+    return {'unit': guard['unit'] or None, 'path': guard['path'] if guard['after'] else None,
+            'installed': guard['after'] is not None, 'changed': guard['changed'],
+            'removed': [boot_guard.dropin_path(u) for u in guard['remove']]}
 
 
 def device_results(plan, after_kb=None):
@@ -560,6 +595,11 @@ def _write_changes(plan, applied, run, which, write, warn):
             applied.fail('writing the rules file %s failed: %s' % (rules_path, files.describe_os_error(e)))
         applied.files.append(rules_path)
         udev_apply(root, run, which, warn, [e['name'] for e in plan['devices']], rules_path)
+    if plan['guard'] and plan['guard']['changed']:
+        try:
+            applied.files.extend(boot_guard.apply(root, plan['guard'], write, run, which('systemctl')))
+        except (IOError, OSError, files.FileError) as e:
+            applied.fail('the start guard of %s: %s' % (plan['guard']['unit'], e))
     if plan['tuned_changed']:
         try:
             return tuned.apply_child(root, plan['tuned_plan'], run, which('tuned-adm'), plan['tuned_running'],

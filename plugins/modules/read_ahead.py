@@ -178,8 +178,20 @@ options:
         infer, and C(basis) says which decided. V(0) turns it off. At most 30.
     type: int
     default: 3
+  aem_service:
+    description:
+      - The systemd unit AEM runs as (C(aem.service)). With O(state=present), a drop-in for that unit is installed
+        (C(/etc/systemd/system/<unit>.d/90-aemops-read-ahead.conf), with its library under
+        C(/usr/local/lib/aemops-os-tuning)). Before AEM starts, after udev and tuned, it puts every device of the
+        rules file at its persisted read-ahead and records this boot, so that AEM opens its files at that value after
+        every boot, with no Ansible on the host. It needs systemd 231 or later (not RHEL 7's 219; a warning says so).
+      - The collection's drop-ins for other units are removed. V("") removes every one; with O(state=absent) they
+        are removed too. Unset (the default) leaves them as they are.
+      - Needs the default O(rules_file).
+    type: str
+    version_added: 0.3.0
 notes:
-  - Check mode changes nothing and reports what would change; diff mode shows the rules file.
+  - Check mode changes nothing and reports what would change; diff mode shows the rules file and the drop-in.
   - Runs on the target's Python 2.7 (RHEL 7), 3.6 (RHEL 8 platform-python) and newer.
   - Changing read-ahead needs root (C(become=true)) and a writable C(/sys), so not a container.
   - tuned with C(throughput-performance) or C(virtual-guest) raises read-ahead to 4096 KiB on
@@ -282,6 +294,29 @@ devices:
           instance: disk
           setting: ">4096"
           effect: "tuned raises read-ahead to 4096 KiB when it starts or switches profile"
+start_guard:
+  description:
+    - AEM's start guard (O(aem_service)); null when O(aem_service) is not given.
+  returned: always
+  type: dict
+  version_added: 0.3.0
+  contains:
+    unit:
+      description: The unit guarded, or null.
+      type: str
+    path:
+      description: The drop-in, when it is installed.
+      type: str
+    installed:
+      description: Whether the guard is installed after the run.
+      type: bool
+    changed:
+      description: Whether the run changed the drop-in, its library or removed others.
+      type: bool
+    removed:
+      description: The collection's drop-ins of other units that the run removed.
+      type: list
+      elements: str
 tuned_profile:
   description: What was planned for the collection's tuned child profile, or null when tuned is not in use.
   returned: always
@@ -468,7 +503,8 @@ def _run_locked(module, snap, p, kb, warnings):
         module.warn(warning)
     tuned_profile = tuned.plan_summary(plan['tuned_plan'], plan['tuned_changed'], tuned_actions)
     result = {'changed': changed, 'devices': read_ahead_plan.device_results(plan, after_kb),
-              'rules_file': p['rules_file'], 'skipped_targets': plan['skipped'], 'tuned_profile': tuned_profile}
+              'rules_file': p['rules_file'], 'skipped_targets': plan['skipped'], 'tuned_profile': tuned_profile,
+              'start_guard': read_ahead_plan.guard_result(plan['guard'])}
     if module._diff:
         result['diff'] = read_ahead_plan.diff(plan)
     return result, plan, after_kb
@@ -507,6 +543,7 @@ def main():
             refresh_readers=dict(type='bool', default=True),
             refresh_only=dict(type='list', elements='str', default=[]),
             measure_readers=dict(type='int', default=3),
+            aem_service=dict(type='str'),
         ),
         supports_check_mode=True,
     )

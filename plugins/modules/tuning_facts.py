@@ -149,6 +149,13 @@ options:
         description: What the C(thp) module reported it persists, for the command-line check.
         type: list
         elements: str
+      aem_service:
+        description:
+          - The systemd unit AEM runs as. With C(state=present), its start guard (the drop-in that
+            M(aemops.os_tuning.read_ahead) installs with its O(aemops.os_tuning.read_ahead#module:aem_service)) is
+            reported in C(start_guard), and a guard that is missing or changed is a miss.
+        type: str
+        version_added: 0.3.0
   snapshot:
     description:
       - Read the snapshot of the host from before the collection's first change, which
@@ -274,6 +281,10 @@ ansible_facts:
           has C(basis) (V(measured) when its own KiB per major fault decided, V(inferred) when the record and the boot
           rule did) and C(measured) (C(kib_per_fault), C(faults), C(seconds), C(read_kib), C(rchar_kib)) or
           C(unmeasured). Each stale and needs_restart reader is a miss in C(compliance).
+        - With an O(intent) of state present that names C(aem_service), also C(start_guard), with C(unit), C(path) (the
+          drop-in), C(state) (V(ok); V(missing); V(changed), when the drop-in or its library is not what this version of
+          the collection installs, or not root's alone; V(unsupported), systemd older than 231, where none is
+          installed), C(problem) and C(systemd) (the version). A missing or changed guard is a miss.
         - With O(intent), also C(reading), what the role's result keeps of this reading (a few hundred bytes),
           C(now) and C(snapshot) (the first run's snapshot read the same way, or null), each with C(read_ahead_kb)
           (each device of the plan), C(devices) (each one's C(type)), C(paths) (each target's device), C(thp)
@@ -300,7 +311,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.aemops.os_tuning.plugins.module_utils import (
-    blockdev, bootloader, compliance, ebs_stats, files, host, kernel_readahead, read_ahead_plan, readers,
+    blockdev, boot_guard, bootloader, compliance, ebs_stats, files, host, kernel_readahead, read_ahead_plan, readers,
     readers_measure, readers_scan, runstate, snapshot_fact, sweep, thp, tuned, udev_rules)
 
 ROOT = '/'
@@ -335,6 +346,7 @@ INTENT_SPEC = dict(
     thp_defrag=dict(type='str'),
     thp_persist=dict(type='list', elements='str', default=[]),
     thp_persist_effective=dict(type='list', elements='str'),
+    aem_service=dict(type='str'),
 )
 
 
@@ -653,9 +665,13 @@ def run(module, root):
     if plan is not None:
         facts['plan'] = plan
     facts['ebs'] = guarded(facts['errors'], 'EBS statistics', {}, ebs_stats.samples, root, ebs_devices(facts))
+    unit = given.get('aem_service')
+    if unit and given.get('state', 'present') == 'present':
+        facts['start_guard'] = guarded(facts['errors'], 'start guard', None, boot_guard.facts, root, unit,
+                                       root.systemd_version())
     if plan is not None:
         found = [compliance.miss('intent', 'invalid', e) for e in plan['errors']]
-        found += compliance.misses(facts, intent, plan, verify)
+        found += compliance.misses(facts, intent, plan, verify) + boot_guard.misses(facts.get('start_guard'))
         facts['compliance'] = {'misses': found, 'compliant': not found, 'tuned_verify': verify}
         facts['reading'] = result_reading(facts, plan)
     elif verify is not None:

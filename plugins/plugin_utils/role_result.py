@@ -152,7 +152,7 @@ def intent(settings):
         ('volume_size_gb', 'volume_size_gb'), ('iops', 'volume_iops'), ('throughput_mibps', 'volume_throughput_mibps')))
     out = dict((key, settings.get(key)) for key in (
         'state', 'mode', 'read_ahead_kb', 'sweep_force', 'paths', 'devices', 'underlying', 'thp', 'thp_defrag',
-        'thp_persist'))
+        'thp_persist', 'aem_service'))
     out.update(sweep=sweep, sweep_record=settings.get('sweep_record_path'),
                candidates=settings.get('repository_candidates'))
     return out

@@ -17,7 +17,11 @@ Usage: measure_standin.py KIND FILE READY [THREADS | OTHER [CHUNK]]
 - ``mixed``: the ``mmap`` reader, whose main thread also streams OTHER with ``read()`` calls of CHUNK bytes (default 65536) as ``read``
   does, opened once READY.go exists (so at another read-ahead value than the mapping);
 - ``read``: open, no mapping, sequential 64 KiB ``read()`` calls, one every 5 ms, from the start
-  again at the end (a log shipper, a backup agent, the FileDataStore's binaries).
+  again at the end (a log shipper, a backup agent, the FileDataStore's binaries);
+- ``busy``: the ``mmap`` reader, faulting one record every 66 ms only while READY.go exists, and
+  dropping its file's pages every second (madvise MADV_DONTNEED on the mapping, then
+  posix_fadvise POSIX_FADV_DONTNEED) so that its faults keep reading from the device: an AEM that
+  keeps reading, in a guest where nobody drops the caches for it (the VM's start-guard step).
 
 The mapping is made with libc's mmap through ctypes (as tests/integration/readers_standin.py: the
 same system calls as a JVM). READY is written (the pid) once the file is open and mapped, before
@@ -61,6 +65,24 @@ def fault_forever(addr, size, seed):
         time.sleep(0.02)
 
 
+def busy_while_asked(addr, size, fd, go):
+    libc = ctypes.CDLL(ctypes.util.find_library('c') or None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    rng = random.Random(os.getpid())
+    dropped = time.time()
+    while True:
+        if not os.path.exists(go):
+            time.sleep(0.2)
+            continue
+        record = rng.randrange(size // RECORD)
+        ctypes.string_at(addr + record * RECORD, 1)
+        if time.time() - dropped >= 1:
+            libc.madvise(addr, size, 4)  # MADV_DONTNEED: the pages are no longer mapped, so they can be dropped
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            dropped = time.time()
+        time.sleep(0.066)
+
+
 def pread_forever(fd, size):
     rng = random.Random(1)
     while True:
@@ -79,7 +101,7 @@ def main(argv):
     kind, path, ready = argv[1:4]
     fd = os.open(path, os.O_RDONLY)
     size = os.fstat(fd).st_size
-    addr = mapping(fd, size) if kind in ('mmap', 'threads', 'idle', 'mixed') else None
+    addr = mapping(fd, size) if kind in ('mmap', 'threads', 'idle', 'mixed', 'busy') else None
     with open(ready, 'w') as out:
         out.write('%d\n' % os.getpid())
     if kind == 'mmap':
@@ -97,6 +119,8 @@ def main(argv):
         t.daemon = True
         t.start()
         read_forever(other, int(argv[5]) if len(argv) > 5 else 65536)
+    elif kind == 'busy':
+        busy_while_asked(addr, size, fd, ready + '.go')
     elif kind == 'pread':
         pread_forever(fd, size)
     elif kind == 'read':

@@ -1104,7 +1104,11 @@ class FakeTools(object):
 
     HANDLERS = {'lvs': '_lvs', 'lvchange': '_lvchange', 'udevadm': '_udevadm', 'tuned-adm': '_tuned_adm',
                 'grubby': '_grubby', 'rpm': '_rpm', 'grub2-editenv': '_grub2_editenv',
-                'grub2-mkconfig': '_grub2_mkconfig', 'update-grub': '_update_grub'}
+                'grub2-mkconfig': '_grub2_mkconfig', 'update-grub': '_update_grub', 'systemctl': '_systemctl'}
+    # ``systemctl --version``'s first line: "systemd 219" then the feature flags on v219 (src/shared/util.c
+    # version()); "systemd 239 (239-78.el8)" from v234 on (src/basic/util.c version(): the version, then
+    # GIT_VERSION in parentheses). RHEL 8 ships 239, RHEL 9 252, RHEL 10 257; Debian bookworm 252.
+    SYSTEMD_VERSION = 252
 
     def __init__(self, host, bin_dir=None, installed=()):
         self.host = host
@@ -1237,6 +1241,16 @@ class FakeTools(object):
                 with open(os.path.join(candidate, 'queue', 'read_ahead_kb')) as f:
                     return int(f.read())
         return 0
+
+    def _systemctl(self, args):
+        """``systemctl --version`` (see SYSTEMD_VERSION) and ``daemon-reload``, the two the collection runs."""
+        if args == ['--version']:
+            version = self.SYSTEMD_VERSION
+            head = 'systemd %d' % version if version < 234 else 'systemd %d (%d-1)' % (version, version)
+            return 0, head + '\n+PAM +AUDIT +SELINUX\n', ''
+        if args == ['daemon-reload']:
+            return 0, '', ''
+        return 1, '', 'systemctl: not faked: %s\n' % ' '.join(args)
 
     def _udevadm(self, args):
         """``udevadm control --reload``, ``trigger`` and ``settle``, as the collection runs them (see UDEV_RULES_DIRS).

@@ -97,7 +97,8 @@ def test_the_intent_from_the_roles_defaults_is_the_one_before_yml_built_in_jinja
         'sweep_force': d['aem_tuning_sweep_force'], 'sweep_record': '/etc/ansible/facts.d/aem_tuning_sweep.fact',
         'paths': d['aem_tuning_paths'], 'candidates': d['aem_tuning_repository_candidates'],
         'devices': d['aem_tuning_devices'], 'underlying': d['aem_tuning_underlying'], 'thp': d['aem_tuning_thp'],
-        'thp_defrag': d['aem_tuning_thp_defrag'], 'thp_persist': d['aem_tuning_thp_persist']}
+        'thp_defrag': d['aem_tuning_thp_defrag'], 'thp_persist': d['aem_tuning_thp_persist'],
+        'aem_service': d['aem_tuning_aem_service']}
 
 
 def test_the_steps_are_the_records_by_step_name_with_the_settings():

@@ -1091,3 +1091,37 @@ def test_one_run_on_an_lv_reads_each_source_once_to_plan(env, monkeypatch):
     }
     assert reads.counts['/proc/self/mountinfo'] == 1
     assert reads.counts['/run/udev/data/b253:0'] == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# AEM's start guard (aem_service): module_utils/boot_guard.py, installed and backed out by the module
+
+GUARD = '/etc/systemd/system/aem.service.d/90-aemops-read-ahead.conf'
+
+
+def test_the_start_guard_is_installed_once_shown_in_diff_and_backed_out(env):
+    env.tools.install('systemctl')
+    checked = env.run({'paths': [REPO], 'read_ahead_kb': 32, 'aem_service': 'aem.service'}, check=True, diff=True)
+    assert checked['start_guard']['changed'] and [d for d in checked['diff'] if d['after_header'] == GUARD]
+    assert not os.path.exists(os.path.join(env.root, GUARD.lstrip('/')))
+    result = env.run({'paths': [REPO], 'read_ahead_kb': 32, 'aem_service': 'aem.service'})
+    assert result['start_guard'] == {'unit': 'aem.service', 'path': GUARD, 'installed': True, 'changed': True,
+                                     'removed': []}
+    assert env.tools.ran('systemctl', 'daemon-reload')
+    before = tree_checksum(env.root)
+    again = env.run({'paths': [REPO], 'read_ahead_kb': 32, 'aem_service': 'aem.service'})
+    assert again['changed'] is False and tree_checksum(env.root) == before
+    gone = env.run({'paths': [REPO], 'state': 'absent', 'aem_service': 'aem.service'})
+    assert gone['start_guard']['installed'] is False and gone['start_guard']['removed'] == [GUARD]
+    assert not os.path.exists(os.path.join(env.root, 'usr/local/lib/aemops-os-tuning'))
+
+
+@pytest.mark.parametrize('params, words', [
+    ({'aem_service': 'aem.socket'}, 'is not a service unit'),
+    ({'aem_service': 'aem.service', 'rules_file': '/etc/udev/rules.d/91-x.rules'}, 'Leave rules_file at its default'),
+])
+def test_a_start_guard_that_cannot_work_is_refused_with_nothing_changed(env, params, words):
+    env.tools.install('systemctl')
+    before = tree_checksum(env.root)
+    result = env.fail(dict({'paths': [REPO], 'read_ahead_kb': 32}, **params))
+    assert words in result['msg'] and tree_checksum(env.root) == before

@@ -442,3 +442,22 @@ def test_a_measuring_window_out_of_bounds_is_refused(env):
     expected = ('nothing was changed: measure_readers: the measuring window is 0 (off) to 30 seconds, not 31: give 0 '
                 'to turn the measurement off')
     assert result['msg'].startswith(expected)
+
+
+def test_aems_start_guard_is_reported_and_a_missing_one_is_a_miss(env):
+    from ansible_collections.aemops.os_tuning.plugins.module_utils import boot_guard
+    env.tools.install('systemctl')
+    _result, facts = run({'intent': intent(aem_service='aem.service')})
+    guard = facts['start_guard']
+    assert guard['state'] == 'missing' and guard['systemd'] == 252 and guard['unit'] == 'aem.service'
+    assert [m for m in facts['compliance']['misses'] if m['kind'] == 'start_guard'][0]['unit'] == 'aem.service'
+    boot_guard.apply(env.root, boot_guard.plan(env.root, 'aem.service', True, 252),
+                     lambda p, t: open(p, 'w').write(t), lambda c, **kw: None, None)
+    _result, facts = run({'intent': intent(aem_service='aem.service')})
+    assert facts['start_guard']['state'] == 'ok'
+    assert not [m for m in facts['compliance']['misses'] if m['kind'] == 'start_guard']
+    env.tools.SYSTEMD_VERSION = 219
+    os.unlink(os.path.join(env.root, boot_guard.dropin_path('aem.service').lstrip('/')))
+    _result, facts = run({'intent': intent(aem_service='aem.service')})
+    assert facts['start_guard']['state'] == 'unsupported'
+    assert not [m for m in facts['compliance']['misses'] if m['kind'] == 'start_guard']

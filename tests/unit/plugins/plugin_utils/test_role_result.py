@@ -416,7 +416,7 @@ def test_the_intent_is_what_the_role_was_given_with_its_types():
                   'volume_type': 'gp3', 'volume_size_gb': 0, 'iops': 0, 'throughput_mibps': 0},
         'sweep_force': False, 'sweep_record': SETTINGS['sweep_record_path'], 'paths': [],
         'candidates': ['/opt/aem/r'], 'devices': ['/dev/nvme1n1'], 'underlying': True, 'thp': 'never',
-        'thp_defrag': 'madvise', 'thp_persist': ['tuned']}
+        'thp_defrag': 'madvise', 'thp_persist': ['tuned'], 'aem_service': 'aem'}
 
 
 def test_a_failed_change_records_its_error_and_the_lost_host_at_one_time():
