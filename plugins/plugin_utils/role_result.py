@@ -8,13 +8,21 @@
 The role is glue (linux-system-roles kernel_settings' way): its tasks call the modules and register what they
 return; these functions decide from those records, and the filters of plugins/filter/aem_tuning.py expose them:
 
+- :func:`gather_steps`, :func:`gather_settings`: the steps' records and the role's variables by the names given here
+  once (``STEPS``, ``PUBLIC``, ``SETTINGS``), for the lookup plugins/lookup/aem_tuning.py, so that a task passes one
+  value (``__aem_tuning_steps``, which carries the settings);
+- :func:`intent`: what the role was given, as ``tuning_facts`` takes it;
 - :func:`run_start`: what ``tuning_facts``' check before any change decided (the targets, the read-ahead, a
-  refusal), as the run's start (``before.yml``);
-- :func:`step_failure`: a failed step as the run's error and as an ``errors`` record (``main.yml``, ``verify.yml``);
-- :func:`aem_record`: AEM's stop, start and answer (``aem_start.yml``);
+  refusal, the first run's snapshot, the probe), and the arguments of the modules and scripts the steps call
+  (:func:`step_args`), as the run's start (``before.yml``, kept once as ``__aem_tuning_run``);
+- :func:`with_failure`, :func:`change_failure`, :func:`lost_in_verify`: a failed step added to the run's ``errors``
+  (the run's error is the first, :func:`first_error`), and a host lost on the way;
+- :func:`aem_record`, :func:`aem_restart`, :func:`do_reboot`: AEM's stop, start and answer (``aem_start.yml``),
+  its opt-in restart and the reboot (``reboot.yml``);
 - :func:`must_reread`, :func:`facts_after`: whether the host is read again after the change, and its facts then;
 - :func:`result`: ``aem_tuning_result`` (docs/result.md), with the misses as data and ``misses_failing_count``,
-  the one field ``comply.yml`` asserts on.
+  the one field ``comply.yml`` asserts on (:func:`verified` adds the verdict and comply.yml's messages);
+- :func:`metrics_args`: textfile_metrics' arguments.
 
 Each takes plain mappings (``steps``: the registered results by step name; ``settings``: the role's variables it
 needs) and returns plain data, so that numbers, booleans and null stay what they are on every ansible-core. A step
