@@ -84,6 +84,20 @@ def test_every_record_the_steps_lookup_reads_starts_empty_in_before_yml():
     assert sorted('__aem_tuning_' + name for name in role_result.STEPS) == sorted(reset)
 
 
+def test_every_record_the_steps_lookup_reads_is_set_by_a_task():
+    # A register or set_fact under another name would leave the record empty (before.yml's reset) without an error.
+    from ansible_collections.aemops.os_tuning.plugins.plugin_utils import role_result
+    text = ''
+    for path in task_files():
+        with open(path) as f:
+            text += f.read()
+    start = text.index('- name: Start without a sweep result')
+    text = text[:start] + text[text.index('\n- name:', start + 1):]
+    unset = [name for name in role_result.STEPS
+             if not re.search(r'(register:\s*__aem_tuning_%s\b|^\s+__aem_tuning_%s:\s*\S)' % (name, name), text, re.M)]
+    assert unset == []
+
+
 def test_verify_reads_as_a_contents_list():
     with open(os.path.join(TASKS, 'verify.yml')) as f:
         assert len(f.readlines()) < 80
