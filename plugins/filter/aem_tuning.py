@@ -13,12 +13,27 @@ __metaclass__ = type
 from ansible_collections.aemops.os_tuning.plugins.plugin_utils import role_result
 
 
-def run_start(registered, probe=False, state='present'):
-    return role_result.run_start(registered, {'probe': probe, 'state': state})
+def _settings(function):
+    """``function(steps, settings)`` as a filter whose settings default to those the steps carry (the lookup
+    aemops.os_tuning.aem_tuning's ``steps`` has them), so that a task passes one value."""
+    def with_settings(steps, settings=None):
+        return function(steps, settings if settings is not None else steps.get('settings') or {})
+    with_settings.__doc__ = function.__doc__
+    return with_settings
 
 
-def lost_at_change(failed_result, failed_task, steps, at):
-    return role_result.lost_at_change(failed_task, failed_result, steps, at)
+def run_start(steps, settings=None):
+    settings = settings if settings is not None else steps.get('settings') or {}
+    return role_result.run_start(steps.get('facts_before'), settings)
+
+
+def intent(steps):
+    return role_result.intent(steps.get('settings') or {})
+
+
+def reboot_decision(steps, settings=None):
+    settings = settings if settings is not None else steps.get('settings') or {}
+    return role_result.do_reboot(settings.get('reboot'), steps.get('thp'))
 
 
 class FilterModule(object):
@@ -26,15 +41,17 @@ class FilterModule(object):
 
     def filters(self):
         return {
+            'intent': intent,
             'run_start': run_start,
-            'step_failure': role_result.step_failure,
-            'lost_at_change': lost_at_change,
-            'aem_record': role_result.aem_record,
-            'aem_needs_restart': role_result.aem_needs_restart,
-            'reboot_decision': role_result.do_reboot,
-            'must_reread': role_result.must_reread,
-            'facts_after': role_result.facts_after,
-            'intent_after': role_result.intent_after,
+            'with_failure': role_result.with_failure,
+            'change_failure': role_result.change_failure,
+            'aem_record': _settings(role_result.aem_record),
+            'aem_restart': _settings(role_result.aem_restart),
+            'reboot_decision': reboot_decision,
+            'must_reread': _settings(role_result.must_reread),
+            'facts_after': _settings(role_result.facts_after),
+            'intent_after': _settings(role_result.intent_after),
             'lost_in_verify': role_result.lost_in_verify,
-            'verified': role_result.verified,
+            'verified': _settings(role_result.verified),
+            'metrics_args': _settings(role_result.metrics_args),
         }

@@ -8,13 +8,21 @@
 The role is glue (linux-system-roles kernel_settings' way): its tasks call the modules and register what they
 return; these functions decide from those records, and the filters of plugins/filter/aem_tuning.py expose them:
 
+- :func:`gather_steps`, :func:`gather_settings`: the steps' records and the role's variables by the names given here
+  once (``STEPS``, ``PUBLIC``, ``SETTINGS``), for the lookup plugins/lookup/aem_tuning.py, so that a task passes one
+  value (``__aem_tuning_steps``, which carries the settings);
+- :func:`intent`: what the role was given, as ``tuning_facts`` takes it;
 - :func:`run_start`: what ``tuning_facts``' check before any change decided (the targets, the read-ahead, a
-  refusal), as the run's start (``before.yml``);
-- :func:`step_failure`: a failed step as the run's error and as an ``errors`` record (``main.yml``, ``verify.yml``);
-- :func:`aem_record`: AEM's stop, start and answer (``aem_start.yml``);
+  refusal, the first run's snapshot, the probe), and the arguments of the modules and scripts the steps call
+  (:func:`step_args`), as the run's start (``before.yml``, kept once as ``__aem_tuning_run``);
+- :func:`with_failure`, :func:`change_failure`, :func:`lost_in_verify`: a failed step added to the run's ``errors``
+  (the run's error is the first, :func:`first_error`), and a host lost on the way;
+- :func:`aem_record`, :func:`aem_restart`, :func:`do_reboot`: AEM's stop, start and answer (``aem_start.yml``),
+  its opt-in restart and the reboot (``reboot.yml``);
 - :func:`must_reread`, :func:`facts_after`: whether the host is read again after the change, and its facts then;
 - :func:`result`: ``aem_tuning_result`` (docs/result.md), with the misses as data and ``misses_failing_count``,
-  the one field ``comply.yml`` asserts on.
+  the one field ``comply.yml`` asserts on (:func:`verified` adds the verdict and comply.yml's messages);
+- :func:`metrics_args`: textfile_metrics' arguments.
 
 Each takes plain mappings (``steps``: the registered results by step name; ``settings``: the role's variables it
 needs) and returns plain data, so that numbers, booleans and null stay what they are on every ansible-core. A step
@@ -26,6 +34,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import time
+
+from ansible.module_utils.six.moves import shlex_quote as shell_quote
 
 from ansible_collections.aemops.os_tuning.plugins.module_utils import aem
 
@@ -85,12 +96,90 @@ def os_tuning(registered):
     return _get(registered, 'ansible_facts', 'os_tuning') or {}
 
 
+# -- the role's variables, named once (the lookup aemops.os_tuning.aem_tuning reads them) --------------
+
+# Each step's record by step name: what the task registered, or the fact it kept (before.yml starts each empty).
+# ``run`` is what the check before any change decided (:func:`run_start`); :func:`gather_steps` spreads it.
+STEPS = ('facts_before', 'facts_after', 'run', 'errors', 'lost', 'snapshot_write', 'snapshot_remove', 'sweep',
+         'sweep_unrecord', 'tuned_install', 'tuned_service', 'read_ahead', 'thp', 'do_reboot', 'aem_stop',
+         'aem_stop_restart', 'clock_before', 'reboot_done', 'boot_state', 'clock_after', 'clock_restart', 'aem_wait',
+         'aem_record', 'aem_restarted', 'probe_before', 'probe_after', 'log_scan', 'reread')
+# What the steps keep from the run's start, as they were before the change.
+RUN_KEYS = ('failed_early', 'before', 'targets', 'device_names', 'started', 'read_ahead_default')
+# The role's public variables the decisions read (aem_tuning_<name>), and the rest of the settings by variable.
+PUBLIC = ('state', 'mode', 'probe', 'reboot', 'aem_service', 'aem_url', 'aem_timeout', 'restart_later', 'error_log',
+          'reports', 'report_dir', 'metrics_dir', 'read_ahead_kb', 'sweep_values', 'sweep_readers', 'sweep_duration',
+          'sweep_size_mb', 'sweep_tolerance_pct', 'sweep_force', 'volume_type', 'volume_size_gb', 'volume_iops',
+          'volume_throughput_mibps', 'paths', 'repository_candidates', 'devices', 'underlying', 'thp', 'thp_defrag',
+          'khugepaged_defrag', 'thp_persist', 'probe_size_mb', 'probe_reads', 'restart_stale_aem')
+SETTINGS = {'host': 'inventory_hostname', 'check_mode': 'ansible_check_mode',
+            'snapshot_path': '__aem_tuning_snapshot_path', 'sweep_record_path': '__aem_tuning_sweep_fact_path'}
+
+
+def gather_steps(read):
+    """The steps' records by step name, from ``read`` (a list of variable names -> their values, as the builtin
+    ``vars`` lookup reads them), with what follows from them: the read-ahead chosen (the check's, completed by
+    this run's sweep), the first run's reading (this run's, once its snapshot was written), the run's error and
+    io_probe's measurements; and the role's settings (:func:`gather_settings`) as ``settings``."""
+    steps = dict(zip(STEPS, read(['__aem_tuning_' + name for name in STEPS])))
+    run = steps.pop('run') or {}
+    steps.update((key, run.get(key)) for key in RUN_KEYS)
+    steps['choice'] = sweep_choice(run.get('choice'), steps.get('sweep'))
+    taken = _get(steps.get('snapshot_write'), 'snapshot', 'taken')
+    if taken:
+        steps.update(snapshot_taken=taken, reading_first=_get(steps.get('before'), 'reading', 'now'))
+    else:
+        steps.update(snapshot_taken=run.get('snapshot_taken') or '', reading_first=run.get('reading_first'))
+    steps['error'] = first_error(steps.get('errors'))
+    # The role's variables the decisions read, so that a task passes the steps alone (one value).
+    steps['settings'] = gather_settings(read)
+    # io_probe's measurements by step, where it ran.
+    probes = (('before', steps.pop('probe_before')), ('after', steps.pop('probe_after')))
+    steps['probes'] = dict((step, found) for step, found in probes if found and not found.get('skipped'))
+    return steps
+
+
+def gather_settings(read):
+    """The role's variables the decisions read, by setting name, from ``read`` (as :func:`gather_steps`)."""
+    names = [SETTINGS[key] for key in sorted(SETTINGS)] + ['aem_tuning_' + name for name in PUBLIC]
+    settings = dict(zip(sorted(SETTINGS) + list(PUBLIC), read(names)))
+    settings['play'] = read(['ansible_play_name'], '')[0] or ''
+    return settings
+
+
+GATHER = {'steps': gather_steps, 'settings': gather_settings}
+
+
+def intent(settings):
+    """What the role was given, as tuning_facts takes it (its ``intent``): it decides from it, in Python, what the
+    run applies (plan.read_ahead: the value given, the default for the page size, an earlier sweep's recorded
+    result that holds, or a sweep in this run)."""
+    sweep = dict((key, settings.get(name)) for key, name in (
+        ('values', 'sweep_values'), ('readers', 'sweep_readers'), ('duration', 'sweep_duration'),
+        ('size_mb', 'sweep_size_mb'), ('tolerance_pct', 'sweep_tolerance_pct'), ('volume_type', 'volume_type'),
+        ('volume_size_gb', 'volume_size_gb'), ('iops', 'volume_iops'), ('throughput_mibps', 'volume_throughput_mibps')))
+    out = dict((key, settings.get(key)) for key in (
+        'state', 'mode', 'read_ahead_kb', 'sweep_force', 'paths', 'devices', 'underlying', 'thp', 'thp_defrag',
+        'thp_persist', 'aem_service'))
+    out.update(sweep=sweep, sweep_record=settings.get('sweep_record_path'),
+               candidates=settings.get('repository_candidates'))
+    return out
+
+
+def sweep_choice(choice, sweep):
+    """The read-ahead the check chose, completed with the one this run's sweep recommends and what it measured."""
+    choice = dict(choice or {})
+    if isinstance(sweep, dict) and 'recommended_kb' in sweep:
+        choice.update(kb=sweep['recommended_kb'], evidence=sweep.get('evidence'))
+    return choice
+
+
 # -- the start: before.yml ---------------------------------------------------------------------------
 
 def run_start(registered, settings):
-    """What the check before any change decided, from ``tuning_facts``' registered result. A refusal (its message,
-    or facts without a plan) fails the run before any change: nothing is applied, and the result and the reports
-    still come (``failed_early``)."""
+    """What the check before any change decided, from ``tuning_facts``' registered result, and what each step then
+    needs (``__aem_tuning_run``, kept once). A refusal (its message, or facts without a plan) fails the run before any
+    change: nothing is applied, and the result and the reports still come (``failed_early``)."""
     facts = os_tuning(registered)
     plan = facts.get('plan')
     failed = 'msg' in (registered or {}) or plan is None
@@ -98,8 +187,10 @@ def run_start(registered, settings):
     plan = plan or {}
     reading = facts.get('reading') or {}
     targets = list(plan.get('targets') or []) if not failed else []
-    return {
+    apply = settings.get('mode') == 'apply'
+    out = {
         'failed_early': failed,
+        'apply': apply,
         'error': message if failed else '',
         'errors': [{'phase': 'check', 'task': 'Gather tuning facts, check the wanted values against the host',
                     'message': message}] if failed else [],
@@ -107,6 +198,9 @@ def run_start(registered, settings):
         # The first run as the result keeps it: the host's snapshot, or (none yet) this run's reading.
         'reading_first': reading.get('snapshot') or (None if failed else reading.get('now')),
         'snapshot_taken': '' if failed else (facts.get('snapshot') or {}).get('taken') or '',
+        # Apply mode, once per host: the state before the collection's first change (not after a refusal).
+        'take_snapshot': bool(apply and settings.get('state') == 'present' and not failed
+                              and facts.get('snapshot') is None),
         'targets': targets,
         'probing': bool(truth(settings.get('probe')) and settings.get('state') == 'present' and targets),
         'device_names': (plan.get('devices') or {}) if not failed else {},
@@ -116,21 +210,96 @@ def run_start(registered, settings):
         # kb is null only while a sweep of this run is to choose it (apply.yml adds its choice), and for a backout.
         'choice': plan.get('read_ahead') or {},
         'sweep_timeout': plan.get('sweep_timeout'),
+        # The host's Python, for the role's scripts (boot_clock.py, wait_aem.py, scan_aem_log.py).
+        'python': _get(facts, 'os', 'python'),
     }
+    out['scan_log'] = bool(settings.get('error_log') and str(out['started_epoch']) and 'os' in facts)
+    out['args'] = step_args(out, settings)
+    return out
+
+
+def _positive(value, kind=int):
+    """Jinja's ``value | int > 0`` (or ``| float``): text that is no number counts as 0."""
+    try:
+        return kind(value) > 0
+    except (TypeError, ValueError):
+        return False
+
+
+def step_args(run, settings):
+    """The arguments of the modules the steps call through ``module_defaults`` (read_ahead_sweep, thp, io_probe,
+    and wait_aem.py's command line), from the role's variables and the check's decisions; an argument the module
+    is to default is left out (a volume's size, IOPS and MiB/s of 0, an empty ``aem_tuning_thp_persist``)."""
+    targets = run.get('targets') or []
+    sweep = {
+        'path': targets[0] if targets else None,
+        'sweep': _get(run, 'choice', 'knobs', 'values'),
+        'readers': settings.get('sweep_readers'), 'duration': settings.get('sweep_duration'),
+        'size_mb': settings.get('sweep_size_mb'), 'tolerance_pct': settings.get('sweep_tolerance_pct'),
+        'volume_type': settings.get('volume_type'),
+        'timeout': run.get('sweep_timeout'), 'record': settings.get('sweep_record_path'),
+    }
+    for arg, name, kind in (('volume_size_gb', 'volume_size_gb', int), ('iops', 'volume_iops', int),
+                            ('throughput_mibps', 'volume_throughput_mibps', float)):
+        if _positive(settings.get(name), kind):
+            sweep[arg] = settings[name]
+    thp = {'enabled': settings.get('thp'), 'defrag': settings.get('thp_defrag'),
+           'khugepaged_defrag': settings.get('khugepaged_defrag'), 'state': settings.get('state')}
+    if settings.get('thp_persist'):
+        thp['persist'] = settings['thp_persist']
+    probe = {'path': targets[0] if targets else None, 'size_mb': settings.get('probe_size_mb'),
+             'reads': settings.get('probe_reads'),
+             'ebs_devices': [name for name in (run.get('device_names') or {}).values() if name]}
+    try:
+        timeout = int(settings.get('aem_timeout'))
+    except (TypeError, ValueError):
+        timeout = 0
+    wait = ' '.join([shell_quote(str(settings.get('aem_service') or '')), shell_quote(str(settings.get('aem_url') or '')),
+                     str(timeout)])
+    scan_log = '%s %s' % (shell_quote(str(settings.get('error_log') or '')), run.get('started_epoch'))
+    return {'sweep': sweep, 'thp': thp, 'probe': probe, 'wait_aem': wait, 'scan_log': scan_log}
 
 
 # -- failures ------------------------------------------------------------------------------------------
 
-def step_failure(failed_result, task_name, phase, at=None, first_error=''):
-    """A failed step: ``error`` (the run's first error: ``first_error`` when there is one) and ``record`` (for
-    ``errors``)."""
+def _now():
+    """The controller's time, UTC, as the result writes times (Jinja's now(utc=true, fmt=...))."""
+    return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())
+
+
+def first_error(errors):
+    """The run's error: the first of ``errors``, as the run words it (a refusal of the check: its message)."""
+    if not errors:
+        return ''
+    first = errors[0] or {}
+    if first.get('phase') == 'check':
+        return first.get('message') or ''
+    return '%s: %s' % (first.get('task'), first.get('message'))
+
+
+def failure_record(failed_result, task_name, phase, at=None):
+    """A failed step as an ``errors`` record."""
     failed_result = failed_result or {}
-    message = failed_result.get('msg') or failed_result.get('stderr') or 'failed'
-    task = task_name or 'a task'
-    record = {'phase': phase, 'task': task, 'message': message}
+    record = {'phase': phase, 'task': task_name or 'a task',
+              'message': failed_result.get('msg') or failed_result.get('stderr') or 'failed'}
     if at:
         record['at'] = at
-    return {'error': first_error or '%s: %s' % (task, message), 'record': record, 'message': message}
+    return record
+
+
+def with_failure(errors, failed_result, task_name, phase, timed=True):
+    """``errors`` with a failed step's record added (with the controller's time unless ``timed`` is false); the
+    run's error stays the first (:func:`first_error`)."""
+    return list(errors or []) + [failure_record(failed_result, task_name, phase, _now() if truth(timed) else None)]
+
+
+def change_failure(failed_result, failed_task, steps, at=None):
+    """A failed step of the change (``main.yml``'s rescue): ``errors`` with its record, and ``lost`` (:func:`lost_at_change`),
+    at the same time."""
+    at = at or _now()
+    record = failure_record(failed_result, (failed_task or {}).get('name'), 'change', at)
+    return {'errors': list(steps.get('errors') or []) + [record],
+            'lost': lost_at_change(failed_task, failed_result, steps, at)}
 
 
 def lost_at_change(failed_task, failed_result, steps, at):
@@ -181,6 +350,15 @@ def aem_needs_restart(read_ahead, unit):
     return bool(aem_processes(_get(read_ahead, 'readers', 'needs_restart'), unit))
 
 
+def aem_restart(steps, settings):
+    """Whether the role restarts AEM without a reboot (reboot.yml): asked to (``aem_tuning_restart_stale_aem``), not
+    left to a later play (``aem_tuning_restart_later``), AEM maps files at the earlier read-ahead that no refresh can
+    reach (:func:`aem_needs_restart`), no reboot follows, and not in check mode."""
+    return bool(truth(settings.get('restart_stale_aem')) and not truth(settings.get('restart_later'))
+                and aem_needs_restart(steps.get('read_ahead'), settings.get('aem_service'))
+                and not truth(steps.get('do_reboot')) and not truth(settings.get('check_mode')))
+
+
 def do_reboot(requested, thp):
     """``aem_tuning_reboot``: true, false, or auto (when the thp module says the kernel command line changed)."""
     requested = str(requested).lower()
@@ -201,10 +379,10 @@ def must_reread(steps, settings):
                 or (settings.get('state') == 'absent' and (steps.get('before') or {}).get('snapshot') is not None))
 
 
-def intent_after(steps, intent):
-    """The intent of the check before the change, for the facts after it: with the value this run applied in place
-    of auto (the sweep's choice), and what the thp module persists."""
-    out = dict(intent or {})
+def intent_after(steps, settings):
+    """The intent of the check before the change (:func:`intent`), for the facts after it: with the value this run
+    applied in place of auto (the sweep's choice), and what the thp module persists."""
+    out = intent(settings)
     kb = (steps.get('choice') or {}).get('kb')
     if kb is not None:
         out['read_ahead_kb'] = kb
@@ -212,19 +390,20 @@ def intent_after(steps, intent):
     return out
 
 
-def lost_in_verify(steps, at):
+def lost_in_verify(steps, at=None):
     """The host, found gone when read again after the change (an unreachable step is kept, not fatal: a host taken
-    out of the play would end with no result): ``lost``, ``error`` (the run's first) and ``record``; {} otherwise."""
+    out of the play would end with no result): ``lost`` and ``errors`` (with its record; the run's error stays the
+    first); {} otherwise."""
     if steps.get('lost'):
         return {}
     gone = [s for s in (steps.get('snapshot_remove'), steps.get('facts_after')) if (s or {}).get('unreachable')]
     if not gone:
         return {}
+    at = at or _now()
     task = 'Read the host again after the change'
     message = gone[0].get('msg') or 'unreachable'
     return {'lost': {'step': 'verify', 'task': task, 'at': at, 'since': None, 'message': message},
-            'error': steps.get('error') or '%s: %s' % (task, message),
-            'record': {'phase': 'verify', 'task': task, 'message': message, 'at': at}}
+            'errors': list(steps.get('errors') or []) + [{'phase': 'verify', 'task': task, 'message': message, 'at': at}]}
 
 
 def facts_after(steps, settings):
@@ -493,8 +672,30 @@ def verdict(result_data, failing):
     return False, '; '.join(failing)
 
 
+def comply_messages(result_data, settings, text):
+    """comply.yml's messages: the run's first error with where the report is (``error_msg``), the verdict of an
+    apply or audit run (``fail_msg``, ``success_msg``) and of a backout (``backout_msg``)."""
+    host = settings.get('host')
+    return {'error_msg': '%s: %s%s' % (host, result_data.get('error'), report_note(result_data)),
+            'fail_msg': '%s is not compliant (%s mode): %s' % (host, settings.get('mode'), text),
+            'success_msg': '%s: %s' % (host, text),
+            'backout_msg': '%s: backout incomplete: %s' % (host, text)}
+
+
 def verified(steps, settings):
-    """The facts the run ends with, the result, and comply.yml's verdict and note, in one mapping (one call)."""
+    """The facts the run ends with, the result, and comply.yml's verdict, note and messages (:func:`comply_messages`),
+    in one mapping (one call)."""
     out = result(steps, settings)
     ok, text = verdict(out, failing_misses(steps, settings))
-    return {'facts': facts_after(steps, settings), 'result': out, 'ok': ok, 'text': text, 'report_note': report_note(out)}
+    verdict_out = {'facts': facts_after(steps, settings), 'result': out, 'ok': ok, 'text': text,
+                   'report_note': report_note(out)}
+    verdict_out.update(comply_messages(out, settings, text))
+    return verdict_out
+
+
+def metrics_args(steps, settings):
+    """textfile_metrics' arguments (metrics.yml, through ``module_defaults``): the facts the run ends with, the
+    read-ahead it applied, its first error, and the run's mode, state and AEM's unit."""
+    return {'directory': settings.get('metrics_dir'), 'facts': facts_after(steps, settings),
+            'read_ahead_kb': (steps.get('choice') or {}).get('kb'), 'error': steps.get('error') or '',
+            'run_mode': settings.get('mode'), 'run_state': settings.get('state'), 'aem_service': settings.get('aem_service')}

@@ -47,4 +47,4 @@ def imports(name):
 
 
 def test_the_check_sees_the_nested_imports():
-    assert [name for name in nested_files() if imports(name)] == ['before.yml', 'reboot.yml', 'verify.yml']
+    assert [name for name in nested_files() if imports(name)] == ['reboot.yml', 'verify.yml']
