@@ -197,9 +197,9 @@ def plan_lines(out, devices, left_open, job):
     """What the run will do, one line per step, in the order it does it."""
     lines = []
     if left_open and out['mode'] != 'close':
+        now, persisted = _kb_list(left_open, 'live_kb'), _kb_list(left_open, 'persisted_kb')
         lines.append('a window is open (a killed run left it, or the value drifted): %s now, persisted %s; it is '
-                     'closed first, its readers refreshed.' % (_kb_list(left_open, 'live_kb'),
-                                                              _kb_list(left_open, 'persisted_kb')))
+                     'closed first, its readers refreshed.' % (now, persisted))
     if out['open']:
         lines.append('open: %s to %d KiB, running value only (persist: false); the files AEM holds open keep their '
                      'window (refresh_readers: false), so read_ahead names them as needing a restart for the new '
@@ -211,14 +211,14 @@ def plan_lines(out, devices, left_open, job):
         lines.append('the window stays open: run the job, then this playbook with --tags close. Until then AEM '
                      'reads every file it opens at %d KiB.' % out['kb'])
     if out['close']:
-        state = ('open: %s now' % _kb_list([d for d in devices if d['name'] in out['left_open']], 'live_kb')
-                 if out['mode'] == 'close' and out['left_open'] else None)
-        if out['mode'] == 'close' and not out['left_open']:
-            state = 'no window is open (every device at its persisted value)'
+        state = ''
+        if out['mode'] == 'close':
+            opened = [d for d in devices if d['name'] in out['left_open']]
+            state = (' (open: %s now)' % _kb_list(opened, 'live_kb') if opened else
+                     ' (no window is open: every device at its persisted value)')
+        also = '' if out['mode'] == 'close' else ', also when the job fails'
         lines.append('close: %s back to the persisted value%s, every reader that opened a file meanwhile refreshed '
-                     'in place (AEM\'s included)%s.' % (_kb_list(devices, 'persisted_kb'), '' if not state else
-                                                        ' (%s)' % state,
-                                                        '' if out['mode'] == 'close' else ', also when the job fails'))
+                     'in place (AEM\'s included)%s.' % (_kb_list(devices, 'persisted_kb'), state, also))
     return lines
 
 
@@ -286,11 +286,12 @@ def closed_lines(out, unit, handled):
                   'refreshed in place.' if out['kernel_refresh'] is False else '')
         lines.append('NOT REFRESHED, A RESTART IS NEEDED: %s.%s These processes keep reading the files they opened '
                      'during the window at its read-ahead until they restart.' % (named, kernel))
+        aem_named = unit and any(r['aem'] for r in out['needs_restart'])
+        how = ' (systemctl restart %s)' % unit if aem_named else ''
         lines.append('A restart is handled elsewhere (aem_window_restart_handled): restart them in this maintenance.'
                      if handled else
                      'Restart them now%s, or run with -e aem_window_restart_handled=true when their restart is planned '
-                     'elsewhere.' % (' (systemctl restart %s)' % unit if unit and any(r['aem'] for r in
-                                                                                    out['needs_restart']) else ''))
+                     'elsewhere.' % how)
     return lines
 
 
@@ -336,8 +337,8 @@ def result(steps, the_plan):
     if record['recovered']:
         lines.append(record['recovered']['msg'])
     if record['opened']:
-        lines.append('the window opened: %s.' % ', '.join('%s %s -> %s KiB' % (d['name'], d['before_kb'], d['after_kb'])
-                                                         for d in record['opened']['devices']))
+        moved = ['%s %s -> %s KiB' % (d['name'], d['before_kb'], d['after_kb']) for d in record['opened']['devices']]
+        lines.append('the window opened: %s.' % ', '.join(moved))
     if record['job']:
         lines.append(record['job']['msg'])
     failure = record['failure']
