@@ -44,7 +44,7 @@ def store_files(store_mb):
 def write_file(path, mib):
     block = (b'oak-segment-' * (MIB // 12 + 1))[:MIB]
     with open(path, 'wb') as f:
-        for _ in range(mib):
+        for _mib in range(mib):
             f.write(block)
         f.flush()
         os.fsync(f.fileno())
@@ -70,7 +70,7 @@ def cmd_setup(store_dir, store_mb, file_path, file_mb):
 def tree_bytes(path):
     if os.path.isfile(path):
         return os.path.getsize(path)
-    return sum(os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(path) for n in names)
+    return sum(os.path.getsize(os.path.join(d, n)) for d, _dirs, names in os.walk(path) for n in names)
 
 
 def diskstats(device):
