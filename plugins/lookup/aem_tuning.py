@@ -18,7 +18,7 @@ description:
     filters (for example P(aemops.os_tuning.verified#filter)) decide from, gathered by the names that
     C(plugins/plugin_utils/role_result.py) gives them once, so that a task passes one value, not a table of them."
   - It decides nothing itself beyond what follows from the records (the read-ahead the sweep chose, the first run's
-    reading, the run's first error); each variable is read as the builtin P(ansible.builtin.vars#lookup) lookup
+    reading, the run's first error); each variable is read as the builtin C(ansible.builtin.vars) lookup
     reads it.
 options:
   _terms:
