@@ -128,7 +128,7 @@ def job_of(mode, command, timeout, check_mode=False):
             return None, ['aem_window_command is run only without --tags: with --tags %s the job is run by something '
                           'else. Drop -e aem_window_command, or the tag.' % mode]
         return None, []
-    errors = []
+    errors, argv = [], None
     if not given:
         errors.append('aem_window_command is not set: give the job to run in the window (a list of arguments, or '
                       'one line for /bin/sh), or run --tags open before a job run by something else and --tags '
