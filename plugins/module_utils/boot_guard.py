@@ -153,14 +153,10 @@ def dropin_text(unit, lib):
 # -- on the host: what is there, the plan, the change --------------------------------------------
 
 def _safe(st, kind):
-    """Why a file or directory of the guard cannot be trusted by root, or None."""
-    if kind == 'dir' and not stat.S_ISDIR(st.st_mode) or kind == 'file' and not stat.S_ISREG(st.st_mode):
-        return 'is not a %s' % ('directory' if kind == 'dir' else 'regular file')
-    if st.st_uid != 0 or st.st_mode & 0o022:
-        return 'is not root\'s or is writable by group or others (uid %d, mode %04o)' % (st.st_uid, st.st_mode & 0o7777)
-    if kind == 'file' and st.st_nlink != 1:
-        return 'has %d hard links' % st.st_nlink
-    return None
+    """Why a directory (``kind`` 'dir') or file of the guard cannot be trusted by root (runstate's one rule of each),
+    or None."""
+    found = runstate.dir_problem(st) if kind == 'dir' else runstate.file_problem(st)
+    return found[1] if found else None
 
 
 def lib_problem(root, lib, wanted):

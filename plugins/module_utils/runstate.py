@@ -125,6 +125,22 @@ def dir_problem(st, allowed=None, sticky_ok=False):
     return None
 
 
+def file_problem(st, allowed=None):
+    """``(kind, problem)`` when the file's ``lstat`` result ``st`` is unsafe for root to read or run, or None: not a
+    regular file (``type``: a symbolic link too), owned by someone else than ``allowed`` (default :func:`owners`;
+    ``owner``), another name of the same file elsewhere (``links``), writable by group or others (``mode``). The one
+    rule of a safe file, as :func:`dir_problem` is of a directory."""
+    if not stat.S_ISREG(st.st_mode):
+        return 'type', 'is %s, not a regular file' % file_kind(st.st_mode)
+    if st.st_uid not in (allowed if allowed is not None else owners()):
+        return 'owner', 'is owned by %s, not root' % owner_text(st.st_uid)
+    if st.st_nlink != 1:
+        return 'links', 'has %d hard links (another name of the same file elsewhere)' % st.st_nlink
+    if st.st_mode & 0o022:
+        return 'mode', 'is writable by group or others (mode %04o)' % stat.S_IMODE(st.st_mode)
+    return None
+
+
 def _refuse_dir(display, kind, problem):
     try:
         _refuse(display, problem)
@@ -235,6 +251,7 @@ def check_fd(fd, display):
 
 # The one table of file kinds, as the collection's messages name them (this module and files.py).
 _FILE_KINDS = (
+    (stat.S_ISLNK, 'a symbolic link'),
     (stat.S_ISDIR, 'a directory'),
     (stat.S_ISCHR, 'a character device node'),
     (stat.S_ISBLK, 'a block device node'),

@@ -166,17 +166,17 @@ def test_a_library_directory_another_user_can_write_is_refused_before_any_change
     guard = _install(host)[0]
     inner = host.path(guard['lib'] + '/ansible_collections')
     os.chmod(inner, 0o777)
-    assert 'is not root\'s or is writable by group or others' in boot_guard.state(host.root, 'aem')['problem']
+    assert 'ansible_collections is writable by group or others (mode 0777)' in boot_guard.state(host.root, 'aem')['problem']
     with pytest.raises(files.FileError) as info:
         boot_guard.plan(host.root, 'aem', True, 252)
-    assert 'ansible_collections is not root\'s' in str(info.value) and 'then remove %s' % guard['lib'] in str(info.value)
+    assert 'ansible_collections is writable by group or others' in str(info.value) and 'then remove %s' % guard['lib'] in str(info.value)
     os.chmod(host.path(guard['lib']), 0o777)
     with pytest.raises(files.FileError):
         boot_guard.plan(host.root, 'aem', True, 252)
 
 
 @pytest.mark.parametrize('damage, words', [
-    (lambda lib: os.symlink('/tmp', os.path.join(lib, 'ansible_collections', 'evil')), 'is not a regular file'),
+    (lambda lib: os.symlink('/tmp', os.path.join(lib, 'ansible_collections', 'evil')), 'is a symbolic link, not a regular file'),
     (lambda lib: open(os.path.join(lib, 'extra.py'), 'w').close(), 'is not one the collection installs'),
     (lambda lib: os.unlink(os.path.join(lib, boot_guard.LAUNCHER)), 'pre-start.py is missing'),
 ])
