@@ -4,13 +4,15 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 
 """The aem_tuning role's decisions as filters: the role registers what its steps return and passes the records
-here; plugins/plugin_utils/role_result.py decides. Each filter's documentation is in the .yml file of its name."""
+here; plugins/plugin_utils/role_result.py decides, and plugins/plugin_utils/aem_reports.py words the role's two
+summaries in the play's output (``summary_before``, ``result_brief``). Each filter's documentation is in the .yml
+file of its name."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.aemops.os_tuning.plugins.plugin_utils import role_result
+from ansible_collections.aemops.os_tuning.plugins.plugin_utils import aem_reports, role_result
 
 
 def _settings(function):
@@ -54,4 +56,6 @@ class FilterModule(object):
             'lost_in_verify': role_result.lost_in_verify,
             'verified': _settings(role_result.verified),
             'metrics_args': _settings(role_result.metrics_args),
+            'summary_before': aem_reports.summary_before_lines,
+            'result_brief': aem_reports.result_brief_lines,
         }

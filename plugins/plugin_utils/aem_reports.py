@@ -23,6 +23,10 @@ Writes DIR/HOST/report.md (and sweep.png; before.json and after.json where ``fac
 and DIR/summary.json, each through a temporary file renamed into place. Reads nothing else: the reports depend only
 on the payload. Returns ``written`` (paths) and ``charts`` (per host: the PNG, or why none was drawn).
 
+The role's two summaries in the play's output are worded here too, as lists of lines: ``summary_before_lines``
+(before.yml, from the steps' records) and ``result_brief_lines`` (report.yml, from aem_tuning_result), through the
+filters ``aemops.os_tuning.summary_before`` and ``aemops.os_tuning.result_brief``.
+
 Reads aem_tuning_result's schema 3 (docs/result.md: ``misses`` as mappings) and schema 2 (``misses`` as
 "subject: message" strings), which a fact cache may still hold from an earlier run: a miss reads the same in both.
 """
@@ -714,6 +718,173 @@ def summary_md(rows, title):
             row['outcome'], readers, reboot, dash(row['verified'], '?')))
     out.append('')
     return '\n'.join(out)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The role's two summaries in the play's output (debug): before.yml's "Summarise what will change" from the steps'
+# records (the filter aemops.os_tuning.summary_before), report.yml's "Show the result" from aem_tuning_result
+# (aemops.os_tuning.result_brief). Each is a list of lines, and reads as the Jinja templates they replace did
+# (summary_before.j2, result_brief.j2): a value is written as Ansible's Jinja wrote it (None as nothing where the
+# template printed the value alone, as "None" where it joined it to words or formatted it: :func:`shown`), "?" stands
+# for a reading that is missing, and a value with a line break in it (an error's stderr) spans lines.
+
+SUMMARY_ROW = '%-42s %-10s %-6s %8s -> %-6s %s'
+SET_BY_UNKNOWN = 'not explained (another udev rule, lvm2, rc.local or by hand)'
+
+
+def at(data, *keys, **kw):
+    """Jinja's ``data.k1.k2 | default(d)``: the value (None included) where each level is a mapping with the key,
+    else the default (kw, None unless given). Unlike :func:`get`, a value of None is kept."""
+    default = kw.get('default')
+    for key in keys:
+        if not isinstance(data, dict) or key not in data:
+            return default
+        data = data[key]
+    return data
+
+
+def shown(value):
+    """A value as Ansible's Jinja prints it alone (``{{ value }}``): None as nothing (ansible-core's finalize). Joined
+    to words (``~``) or formatted, None reads "None" (``'%s' % None``)."""
+    return '' if value is None else value
+
+
+def jinja_int(value):
+    """Jinja's ``value | int``: the number ("42.23" gives 42), or 0 where it is none."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError):
+            return 0
+
+
+def summary_head(facts, settings):
+    """The summary's first line: the host, its OS, tuned and its profiles, THP now and as wanted."""
+    runtime = at(facts, 'thp', 'runtime')
+    tuned = facts.get('tuned') or {}
+    profiles = ' '.join(text(p) for p in tuned.get('active_profiles') or [])
+    return '%s: %s %s, tuned %s (%s), THP %s -> %s' % (
+        shown(settings.get('host')), shown(at(facts, 'os', 'id')), shown(at(facts, 'os', 'version_id')),
+        tuned.get('version') or 'not installed', profiles or 'no profile',
+        shown(at(runtime, 'enabled', 'value')) if runtime else 'n/a', shown(settings.get('thp')))
+
+
+def summary_rows(steps, facts, settings):
+    """A row per target (its device) and per device target: the layer, the read-ahead now and as wanted, and what
+    set it."""
+    choice = steps.get('choice') or {}
+    if settings.get('state') == 'present':
+        wanted_kb = 'auto' if choice.get('kb') is None else choice['kb']
+    else:
+        wanted_kb = 'baseline'
+    rows = [(path, at(facts, 'paths', path, 'device')) for path in steps.get('targets') or []]
+    rows += list((steps.get('device_names') or {}).items())
+    devices = facts.get('block_devices') or {}
+    out = [SUMMARY_ROW % ('target', 'device', 'layer', 'now KiB', 'KiB', 'set by')]
+    for target, name in rows:
+        d = devices.get(name, {})
+        out.append(SUMMARY_ROW % (target, name, at(d, 'type', default='?'), at(d, 'read_ahead_kb', default='?'),
+                                  wanted_kb, at(d, 'set_by') or SET_BY_UNKNOWN))
+    return out
+
+
+def summary_choice(steps, settings):
+    """What the run does next about the read-ahead: a sweep, or an earlier sweep's recorded result; [] otherwise."""
+    choice = steps.get('choice') or {}
+    if choice.get('sweep'):
+        values = at(choice, 'knobs', 'values') or []
+        targets = steps.get('targets') or []
+        return ['read-ahead auto: next, the sweep measures %s KiB on the live device of %s (about %s s, the original '
+                'restored), then the role applies the value it recommends: %s'
+                % (', '.join(text(v) for v in values), shown(targets[0]) if targets else '?',
+                   len(values) * 2 * jinja_int(settings.get('sweep_duration')), shown(choice.get('why')))]
+    if choice.get('source') == 'recorded':
+        return ['read-ahead %s' % shown(choice.get('why'))]
+    return []
+
+
+def summary_before_lines(steps):
+    """before.yml's summary of what the run will change, from the steps' records (the lookup aemops.os_tuning.aem_tuning
+    'steps' once the check has run: ``before``, ``targets``, ``device_names``, ``choice`` and the ``settings``
+    ``host``, ``state``, ``thp`` and ``sweep_duration``): a list of lines, the last one empty."""
+    settings = steps.get('settings') or {}
+    facts = steps.get('before') or {}
+    out = [summary_head(facts, settings)] + summary_rows(steps, facts, settings) + summary_choice(steps, settings)
+    out += ['conflict: %s %s:%s: %s' % tuple(shown(at(c, key)) for key in ('source', 'file', 'line', 'text'))
+            for c in facts.get('conflicts') or []]
+    return '\n'.join(out + ['']).split('\n')
+
+
+def brief_outcome(r):
+    """The first line of the result after the host's name: lost, stopped before any change, failed, or the verdict."""
+    lost = r.get('lost')
+    if lost:
+        if lost.get('step') == 'reboot':
+            where = 'did not come back after the reboot at %s' % (lost.get('since') or lost.get('at'))
+        else:
+            where = 'stopped answering at %s' % lost.get('at')
+        return 'LOST: %s: %s' % (where, shown(r.get('error')))
+    if r.get('failed_before_change'):
+        return 'stopped before any change: %s' % shown(r.get('error'))
+    changes = r.get('changes')
+    if r.get('error'):
+        return 'FAILED %s: %s' % ('after %s change(s)' % len(changes) if changes else 'having changed nothing', r['error'])
+    if not changes:
+        done = 'nothing changed'
+    else:
+        done = '%s%s' % (len(changes), ' change(s) it would make' if r.get('check_mode') else ' change(s)')
+    compliance = 'compliant' if r.get('compliant') else 'not compliant'
+    return '%s (%s, %s mode%s), %s' % (compliance, shown(r.get('state')), shown(r.get('mode')),
+                                       ', check mode' if r.get('check_mode') else '', done)
+
+
+def brief_devices(r):
+    """The read-ahead before -> after of each target (by its device) and each device target."""
+    readings_ = r.get('readings') or {}
+    before, after = readings_.get('before') or {}, readings_.get('after') or {}
+    rows = [(path, at(after, 'paths', path, default=at(before, 'paths', path, default='?')))
+            for path in r.get('targets') or []]
+    rows += list((r.get('devices') or {}).items())
+    out = ['  %s (%s): %s -> %s KiB' % (shown(target), shown(name), shown(at(before, 'read_ahead_kb', name, default='?')),
+                                        shown(at(after, 'read_ahead_kb', name, default='?'))) for target, name in rows]
+    if 'thp' in after:
+        out.append('  THP %s -> %s; tuned-adm verify: %s' % (
+            shown(at(before, 'thp', 'enabled', default='?')), shown(at(after, 'thp', 'enabled', default='?')),
+            shown(r.get('tuned_verify'))))
+    return out
+
+
+def brief_host(r):
+    """The reboot (done, or required) and AEM's stop, start and answer."""
+    reboot, aem = r.get('reboot') or {}, r.get('aem')
+    out = []
+    if reboot.get('done'):
+        out.append('  rebooted: boot %s -> %s, boot finished %s' % (
+            shown(reboot.get('boot_id_before')), shown(reboot.get('boot_id_after')), shown(reboot.get('after'))))
+    elif r.get('reboot_required'):
+        out.append('  reboot required (the kernel command line changed)')
+    if aem:
+        out.append('  AEM %s: stopped %s, started %s, %s' % (
+            shown(aem.get('unit')), shown(aem.get('stopped')), shown(aem.get('started')),
+            ('answered %s at %s' % (aem.get('status'), aem.get('answered'))) if aem.get('ok') else 'did not answer 200'))
+    return out
+
+
+def result_brief_lines(r):
+    """report.yml's brief of ``aem_tuning_result`` (schema 3, or a schema 2 result's misses as strings): a list of
+    lines, the first one the host's outcome."""
+    misses = r.get('misses') or []
+    out = ['%s: %s' % (shown(r.get('host')), brief_outcome(r))] + brief_devices(r) + brief_host(r)
+    out += ['  miss: %s%s' % (miss_text(m) if isinstance(m, dict) else shown(m),
+                              ' (deferred to a later play)' if isinstance(m, dict) and m.get('deferred') else '')
+            for m in misses]
+    if miss_count(r) > len(misses):
+        out.append('  and %s more misses (the report lists them all)' % (r['misses_count'] - len(misses)))
+    if r.get('report'):
+        out.append('  report: %s' % r['report'])
+    return '\n'.join(out).strip().split('\n')
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ TEMPLATES = os.path.join(ROLE, 'templates')
 REGEX = re.compile(r"regex_(search|replace|findall)|\bis\s+(not\s+)?(match|search)\b|['\"](match|search)['\"]")
 JINJA = re.compile(r'\{\{.*?\}\}|\{%.*?%\}', re.S)
 # Measured at the commit that set it; lower it as the role's Jinja goes down (the issue's aim is 20%).
-JINJA_CEILING = 0.199
+JINJA_CEILING = 0.196
 
 
 def task_files():
@@ -50,7 +50,14 @@ def jinja_share(paths):
     return jinja, total
 
 
-@pytest.mark.parametrize('path', task_files() + sorted(os.path.join(TEMPLATES, n) for n in os.listdir(TEMPLATES)))
+def template_files():
+    """The role's templates, if it has any (its summaries are built in Python: plugin_utils/aem_reports.py)."""
+    if not os.path.isdir(TEMPLATES):
+        return []
+    return sorted(os.path.join(TEMPLATES, n) for n in os.listdir(TEMPLATES))
+
+
+@pytest.mark.parametrize('path', task_files() + template_files())
 def test_no_task_file_or_template_decides_with_a_regex_on_text(path):
     with open(path) as f:
         found = ['%d: %s' % (n, line.strip()) for n, line in enumerate(f, 1)
