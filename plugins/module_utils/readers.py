@@ -117,7 +117,9 @@ def survey(root, kb_by_name, scope_by_name, changed=(), only=(), enabled=True, p
     outcomes, aem_other = measure_with_aem(root, assessed, devices, window, sleep, scope, aem_unit,
                                            [e['pid'] for e in found['readers']])
     assessed = readers_verdict.judge_measured(assessed, devices, outcomes, scope)
-    cannot = readers_refresh.refresh_support(syscalls) if any(e['stale_fds'] for e in assessed) else None
+    # Probed on every scan (two calls that can only fail), so that kernel_refresh is what this kernel can do, not a
+    # guess where nothing needed a refresh.
+    cannot = readers_refresh.refresh_support(syscalls)
     return Survey(devices=devices, found=found, record=record, record_problem=problem, boot_id=boot_id, valid=valid,
                   settled=settled, assessed=assessed, links=links, notes=notes, cannot=cannot,
                   plan=readers_verdict.plan_refresh(assessed, scope, only, enabled, cannot), only=list(only),
