@@ -42,7 +42,6 @@ import importlib
 import os
 import re
 import shutil
-import stat
 import sys
 import time
 
