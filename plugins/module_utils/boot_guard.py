@@ -408,15 +408,16 @@ def _set_one(root, name, kb, report):
 def _record(root, changed, now):
     """This boot's record: a new entry for each device set now; the entries of other devices on this boot kept."""
     boot_id = readers_record.read_boot_id(root)
-    record, _problem = readers_record.read_record(root)
-    if not record or record.get('boot_id') != boot_id:
-        record = {'format': readers_record.RECORD_FORMAT, 'boot_id': boot_id, 'devices': {}}
     stale = alive(root)
-    for dev in changed:
-        record['devices'][dev['majmin']] = {'name': dev['name'], 'kb': dev['kb'], 'since': now, 'stale': stale,
-                                            'seq': readers_scan.disk_sequence(root, dev['name'])}
+
+    def change(record):
+        record = readers_record.this_boot(record, boot_id)
+        for dev in changed:
+            record['devices'][dev['majmin']] = {'name': dev['name'], 'kb': dev['kb'], 'since': now, 'stale': stale,
+                                                'seq': readers_scan.disk_sequence(root, dev['name'])}
+        return record
     try:
-        readers_record.write_record(root, record)
+        readers_record.update_record(root, change)
     except (runstate.FileError, IOError, OSError) as e:
         return 'the readers record was not written (%s): the next audit judges by the boot rule and measures' % e
     return None

@@ -311,8 +311,9 @@ def report_and_record(root, surveyed, refreshed, write=None):
                                        found['unreadable'] + found['unscanned'])
     if record == surveyed.record:
         return report, []
+    own = set(surveyed.devices)
     try:
-        (write or readers_record.write_record)(root, record)
+        readers_record.update_record(root, lambda current: readers_record.merged(record, current, own), write=write)
     except (IOError, OSError) as e:
         return report, ['cannot write %s (%s): the next run will refresh the same readers again'
                         % (readers_record.RECORD_PATH, files.describe_os_error(e))]

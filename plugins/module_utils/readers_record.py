@@ -102,6 +102,44 @@ def read_record(root):
     return record, None
 
 
+# Every writer of the record holds this lock from its read to its write (:func:`update_record`): read_ahead, the sweep
+# and AEM's start guard, so that none loses another's entries. Held only for the read and the write, and never while
+# taking another lock of the collection.
+RECORD_LOCK = 'readers-record.lock'
+RECORD_LOCK_TIMEOUT = 10
+
+
+def update_record(root, change, write=None):
+    """Read the record, ``change(record or None)`` -> the record to keep, written where it differs; under the record's
+    lock (:data:`RECORD_LOCK`). Returns what was kept. Raises IOError/OSError, or runstate.FileError (the lock held
+    past :data:`RECORD_LOCK_TIMEOUT` seconds, naming its holder; a file there that this collection did not write)."""
+    with runstate.locked(root, RECORD_LOCK, RECORD_PATH, timeout=RECORD_LOCK_TIMEOUT):
+        record, _problem = read_record(root)
+        kept = change(record)
+        if kept != record:
+            (write or write_record)(root, kept)
+        return kept
+
+
+def this_boot(record, boot_id):
+    """A copy of the record to change (its devices a new mapping) if it is of this boot, else an empty one of this
+    boot."""
+    if record and record.get('boot_id') == boot_id:
+        return dict(record, devices=dict(record['devices']))
+    return {'format': RECORD_FORMAT, 'boot_id': boot_id, 'devices': {}}
+
+
+def merged(mine, current, own):
+    """``mine`` (a run's record, computed from the record it read first) with the entries that another writer left
+    meanwhile (``current``, read again under the lock) for the devices the run did not judge (``own``: its
+    'major:minor' numbers)."""
+    if not current or current.get('boot_id') != mine.get('boot_id'):
+        return mine
+    out = dict(mine, devices=dict(mine['devices']))
+    out['devices'].update((n, rec) for n, rec in current['devices'].items() if n not in own)
+    return out
+
+
 def write_record(root, record):
     """Replace the record atomically (0600, in the checked 0700 runtime-state directory). IOError/OSError, or
     runstate.FileError (UnsafeStateError) when the file there now is not one this collection wrote: a link, a FIFO,
@@ -136,11 +174,12 @@ def mark_changed(root, names_by_number, now=None):
     refresh (read_ahead_sweep sets candidates on the live device): a file opened meanwhile may hold any
     window, so every open file there counts as stale until a run refreshes it. Raises IOError/OSError
     or runstate.FileError when the record cannot be written."""
-    record, _problem = read_record(root)
     boot_id = read_boot_id(root)
-    if not record or record.get('boot_id') != boot_id:
-        record = {'format': RECORD_FORMAT, 'boot_id': boot_id, 'devices': {}}
-    for number, name in sorted(names_by_number.items()):
-        record['devices'][number] = {'name': name, 'kb': CHANGED_KB, 'seq': None,
-                                     'since': now if now is not None else time.time(), 'stale': []}
-    write_record(root, record)
+
+    def change(record):
+        record = this_boot(record, boot_id)
+        for number, name in sorted(names_by_number.items()):
+            record['devices'][number] = {'name': name, 'kb': CHANGED_KB, 'seq': None,
+                                         'since': now if now is not None else time.time(), 'stale': []}
+        return record
+    update_record(root, change)

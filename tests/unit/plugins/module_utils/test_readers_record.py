@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import fcntl
 import json
 import os
 
@@ -87,3 +88,50 @@ def test_a_linked_or_oversized_record_is_ignored(host):
     os.unlink(path)
     host.write(readers_record.RECORD_PATH, ' ' * (readers_record.RECORD_MAX_BYTES + 1))
     assert 'is larger than 4194304 bytes' in readers_record.read_record(host.root)[1]
+
+
+# -- every writer under the record's lock ------------------------------------------------------------
+
+def test_a_run_keeps_the_entries_another_writer_left_for_devices_it_did_not_judge():
+    # read_ahead computed its record from the one it read first; AEM's start guard wrote nvme1n1 meanwhile.
+    mine = record()
+    mine['devices']['259:2'] = {'name': 'nvme1n1', 'kb': 4096, 'seq': 7, 'since': 1.0, 'stale': []}
+    current = record(kb=4096)
+    current['devices']['259:2'] = {'name': 'nvme1n1', 'kb': 32, 'seq': 7, 'since': 2.0, 'stale': [[5, 6, 7, 8]]}
+    out = readers_record.merged(mine, current, set(['253:0']))
+    assert out['devices']['253:0'] == mine['devices']['253:0'] and out['devices']['259:2']['since'] == 2.0
+    assert mine['devices']['259:2']['since'] == 1.0  # not changed in place
+    # Another boot's record, or none: the run's own.
+    assert readers_record.merged(mine, record(boot='boot-0'), set(['253:0'])) == mine
+    assert readers_record.merged(mine, None, set(['253:0'])) == mine
+
+
+def test_update_record_writes_a_change_under_the_lock_and_nothing_else(host, monkeypatch):
+    host.write(readers_record.BOOT_ID, 'boot-1\n')
+    written = []
+
+    def write(root, rec):
+        assert os.path.exists(runstate.lock_path(root, readers_record.RECORD_LOCK))
+        written.append(rec)
+    kept = readers_record.update_record(host.root, lambda rec: readers_record.this_boot(rec, 'boot-1'), write=write)
+    assert written == [kept] and kept['devices'] == {}
+    # The same record back: nothing written.
+    monkeypatch.setattr(readers_record, 'read_record', lambda root: (kept, None))
+    readers_record.update_record(host.root, lambda rec: readers_record.this_boot(rec, 'boot-1'), write=write)
+    assert len(written) == 1
+
+
+def test_a_record_lock_held_by_another_writer_is_waited_for_then_named(host, monkeypatch):
+    if os.geteuid() != 0:
+        pytest.skip('the run directory must be owned by root')
+    monkeypatch.setattr(readers_record, 'RECORD_LOCK_TIMEOUT', 0.2)
+    runstate.run_dir(host.root)
+    fd = os.open(runstate.lock_path(host.root, readers_record.RECORD_LOCK), os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with pytest.raises(runstate.FileError) as info:
+            readers_record.update_record(host.root, lambda rec: {'changed': True})
+        assert readers_record.RECORD_PATH in str(info.value)
+    finally:
+        os.close(fd)
+    assert readers_record.update_record(host.root, lambda rec: readers_record.this_boot(rec, 'boot-1'))

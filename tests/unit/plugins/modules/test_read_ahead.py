@@ -1088,6 +1088,9 @@ def test_one_run_on_an_lv_reads_each_source_once_to_plan(env, monkeypatch):
         '/etc/tuned/profile_mode': 2,
         # planned, read back after the write, read again to enforce after udev, LVM and tuned acted
         '/sys/devices/virtual/block/dm-0/queue/read_ahead_kb': 3,
+        # the readers' record: read to plan, and again under its lock before it is written (another writer's
+        # entries kept: readers_record.update_record)
+        '/run/aemops-os-tuning/readers.json': 2,
     }
     assert reads.counts['/proc/self/mountinfo'] == 1
     assert reads.counts['/run/udev/data/b253:0'] == 1
