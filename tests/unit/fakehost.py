@@ -1105,9 +1105,10 @@ class FakeTools(object):
     HANDLERS = {'lvs': '_lvs', 'lvchange': '_lvchange', 'udevadm': '_udevadm', 'tuned-adm': '_tuned_adm',
                 'grubby': '_grubby', 'rpm': '_rpm', 'grub2-editenv': '_grub2_editenv',
                 'grub2-mkconfig': '_grub2_mkconfig', 'update-grub': '_update_grub', 'systemctl': '_systemctl'}
-    # ``systemctl --version``'s first line: "systemd 219" then the feature flags on v219 (src/shared/util.c
-    # version()); "systemd 239 (239-78.el8)" from v234 on (src/basic/util.c version(): the version, then
-    # GIT_VERSION in parentheses). RHEL 8 ships 239, RHEL 9 252, RHEL 10 257; Debian bookworm 252.
+    # ``systemctl --version``'s first line: "systemd 219" then the feature flags on RHEL 7 (version() prints
+    # PACKAGE_STRING), "systemd 239 (239-78.el8)" on RHEL 8 and later (the build's version in parentheses; the
+    # release where that began is not pinned here: the fake switches at 234, and host.systemd_version reads only the
+    # number after "systemd ", which both forms start with). RHEL 8 ships 239, RHEL 9 252, RHEL 10 257; bookworm 252.
     SYSTEMD_VERSION = 252
 
     def __init__(self, host, bin_dir=None, installed=()):
