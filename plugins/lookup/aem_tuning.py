@@ -28,9 +28,12 @@ options:
         C(settings).
       - V(settings) - the role's public variables the decisions read (C(state), C(mode), C(aem_service), and so
         on), the host, the play and check mode.
+      - V(record) - for the collection's own tests, once the result is built - every variable that V(steps) reads,
+        by variable name, the built result with its verdict, and the controller's ansible-core, as JSON (C(json)),
+        with the file to write it to (C(path), in the directory C(__aem_tuning_record_dir)).
     type: list
     elements: str
-    choices: [steps, settings]
+    choices: [steps, settings, record]
     required: true
 notes:
   - "Only for the C(aemops.os_tuning.aem_tuning) role's own tasks: the variable names are the role's internal ones."

@@ -33,6 +33,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import hashlib
 import json
 import time
 
@@ -147,7 +148,26 @@ def gather_settings(read):
     return settings
 
 
-GATHER = {'steps': gather_steps, 'settings': gather_settings}
+def gather_record(read):
+    """What the result was built from and what was built, for the unit tests of the result from runs on the VM
+    (tests/unit/fixtures/role_steps, scripts/record_role_steps.py): every variable :func:`gather_steps` reads, by
+    variable name, ``__aem_tuning_verified`` (:func:`verified`'s output) and the controller's ansible-core, as JSON
+    (``json``), and the file verify.yml writes it to on the controller (``path``: in ``__aem_tuning_record_dir``,
+    named by the host, the run's start and the record's digest)."""
+    names = (['__aem_tuning_' + name for name in STEPS] + [SETTINGS[key] for key in sorted(SETTINGS)]
+             + ['aem_tuning_' + name for name in PUBLIC])
+    variables = dict(zip(names, read(names)))
+    variables['ansible_play_name'] = read(['ansible_play_name'], '')[0] or ''
+    record = {'variables': variables, 'verified': read(['__aem_tuning_verified'])[0],
+              'controller': _get(read(['ansible_version'], {})[0], 'full')}
+    text = json.dumps(record, sort_keys=True, default=str)
+    started = ''.join(c for c in str(_get(variables, '__aem_tuning_run', 'started') or '') if c.isalnum())
+    name = '%s-%s-%s.json' % (variables.get('inventory_hostname'), started or 'unstarted',
+                              hashlib.sha1(text.encode('utf-8')).hexdigest()[:8])
+    return {'path': '%s/%s' % (read(['__aem_tuning_record_dir'], '')[0], name), 'json': text}
+
+
+GATHER = {'steps': gather_steps, 'settings': gather_settings, 'record': gather_record}
 
 
 def intent(settings):

@@ -11,7 +11,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
+import re
 
 import pytest
 
@@ -123,5 +125,21 @@ def test_a_step_record_that_was_never_set_fails_as_an_undefined_variable_would()
 
 def test_an_unknown_term_is_refused():
     variables = role_variables()
-    with pytest.raises(AnsibleError, match='not one of settings, steps'):
+    with pytest.raises(AnsibleError, match='not one of record, settings, steps'):
         lookup(variables).run(['intent'], variables=variables)
+
+
+def test_the_record_is_every_variable_the_steps_read_and_the_verdict_as_json_with_its_file():
+    # verify.yml writes it on the controller where a scenario asks (tests/unit/fixtures/role_steps).
+    variables = role_variables(__aem_tuning_run={'targets': ['/opt/aem'], 'started': '2026-12-05T10:00:00Z'},
+                               __aem_tuning_verified={'ok': True, 'result': {'compliant': True}},
+                               __aem_tuning_record_dir='/tmp/records', ansible_version={'full': '2.21.0'})
+    record, = lookup(variables).run(['record'], variables=variables)
+    data = json.loads(record['json'])
+    assert data['verified'] == {'ok': True, 'result': {'compliant': True}} and data['controller'] == '2.21.0'
+    assert role_result.gather_steps(lambda names, default=None: [data['variables'][n] for n in names]) == \
+        lookup(variables).run(['steps'], variables=variables)[0]
+    assert re.match(r'^/tmp/records/aem1-20261205T100000Z-[0-9a-f]{8}[.]json$', record['path']), record['path']
+    # Another run's record is another file.
+    variables['__aem_tuning_read_ahead'] = {'changed': True}
+    assert lookup(variables).run(['record'], variables=variables)[0]['path'] != record['path']
