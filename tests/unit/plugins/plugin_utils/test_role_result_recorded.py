@@ -28,8 +28,6 @@ import re
 
 import pytest
 
-from ansible.module_utils.six import string_types
-
 from ansible_collections.aemops.os_tuning.plugins.filter import aem_tuning as filters
 from ansible_collections.aemops.os_tuning.plugins.plugin_utils import role_result
 
@@ -41,6 +39,8 @@ FIXTURES = os.path.join(TOP, 'tests', 'unit', 'fixtures', 'role_steps')
 CASES = ('refused', 'lost_at_reboot', 'audit_no_pidfd_getfd', 'apply_no_pidfd_getfd_restart', 'apply_reboot_with_aem',
          'first_apply', 'apply_refresh_and_restart_needed', 'audit_drift', 'audit_compliant')
 VERIFIED = filters.FilterModule().filters()['verified']
+# Text as JSON gives it back (unicode on Python 2).
+STRINGS = (str, type(u''))
 
 
 def fixture(case):
@@ -117,7 +117,7 @@ def of_type(value, kind):
     if kind.startswith('list of '):
         return isinstance(value, list) and all(of_type(v, kind[len('list of '):]) for v in value)
     simple = {'int': lambda v: isinstance(v, int) and not isinstance(v, bool),
-              'str': lambda v: isinstance(v, string_types), 'bool': lambda v: isinstance(v, bool),
+              'str': lambda v: isinstance(v, STRINGS), 'bool': lambda v: isinstance(v, bool),
               'dict': lambda v: isinstance(v, dict), 'list': lambda v: isinstance(v, list)}
     return simple[kind](value)
 
