@@ -5,9 +5,9 @@
 
 """The readers' record: what the last real run of read_ahead left stale, per device, on this boot
 (``/run/aemops-os-tuning/readers.json``), which makes a second run change nothing. Read and written only here
-(:func:`read_record`, :func:`write_record`, :func:`new_record`, :func:`mark_changed`), through module_utils/runstate.py,
-the one reader and writer of the collection's runtime state. /run is a tmpfs: a reboot (which reopens every file)
-forgets it. ``root`` is the host's root path.
+(:func:`read_record`, :func:`update_record` under the record's lock, :func:`new_record`, :func:`mark_changed`), through
+module_utils/runstate.py, the one reader and writer of the collection's runtime state. /run is a tmpfs: a reboot
+(which reopens every file) forgets it. ``root`` is the host's root path.
 """
 
 from __future__ import absolute_import, division, print_function
