@@ -38,7 +38,8 @@ TOP = os.path.join(HERE, os.pardir, os.pardir, os.pardir, os.pardir)
 FIXTURES = os.path.join(TOP, 'tests', 'unit', 'fixtures', 'role_steps')
 CASES = ('refused', 'lost_at_reboot', 'audit_no_pidfd_getfd', 'apply_no_pidfd_getfd_restart', 'apply_reboot_with_aem',
          'first_apply', 'apply_refresh_and_restart_needed', 'audit_drift', 'audit_compliant')
-VERIFIED = filters.FilterModule().filters()['verified']
+FILTERS = filters.FilterModule().filters()
+VERIFIED = FILTERS['verified']
 # Text as JSON gives it back (unicode on Python 2).
 STRINGS = (str, type(u''))
 
@@ -212,3 +213,23 @@ def test_apply_refreshes_one_reader_in_place_and_names_the_other_for_a_restart()
     refreshed, restart = r['readers']['refreshed'], r['readers']['needs_restart']
     assert refreshed and restart and not set(p['pid'] for p in refreshed) & set(p['pid'] for p in restart)
     assert not r['compliant'] and r['misses_failing_count'] >= 1
+
+
+@pytest.mark.parametrize('case, first', [
+    ('refused', 'aemvm: stopped before any change: '),
+    ('lost_at_reboot', 'aemvm: LOST: did not come back after the reboot at '),
+    ('audit_compliant', 'aemvm: compliant (present, audit mode), nothing changed'),
+    ('audit_drift', 'aemvm: not compliant (present, audit mode), nothing changed'),
+    ('first_apply', 'aemvm: compliant (present, apply mode), '),
+])
+def test_the_play_output_words_the_recorded_results(case, first):
+    # The role's two summaries (plugins/plugin_utils/aem_reports.py) over what the VM runs read and built.
+    lines = FILTERS['result_brief'](result(case))
+    assert lines[0].startswith(first), lines
+    if case == 'first_apply':
+        assert '  /srv/aem/crx-quickstart/repository (dm-0): 4096 -> 32 KiB' in lines
+        assert any('THP always -> never' in x for x in lines)
+    summary = FILTERS['summary_before'](steps_of(fixture(case)))
+    assert summary[0].startswith('aemvm: debian ') and summary[-1] == '', summary
+    targets = steps_of(fixture(case))['targets'] or []
+    assert all(any(row.startswith(t) for row in summary) for t in targets), (targets, summary)
