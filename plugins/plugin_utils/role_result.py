@@ -117,12 +117,22 @@ SETTINGS = {'host': 'inventory_hostname', 'check_mode': 'ansible_check_mode',
             'snapshot_path': '__aem_tuning_snapshot_path', 'sweep_record_path': '__aem_tuning_sweep_fact_path'}
 
 
+def _step_names():
+    """The variables of the steps' records, in the order of ``STEPS``."""
+    return ['__aem_tuning_' + name for name in STEPS]
+
+
+def _setting_names():
+    """The variables of the settings: ``SETTINGS``' by key, then the public ones in the order of ``PUBLIC``."""
+    return [SETTINGS[key] for key in sorted(SETTINGS)] + ['aem_tuning_' + name for name in PUBLIC]
+
+
 def gather_steps(read):
     """The steps' records by step name, from ``read`` (a list of variable names -> their values, as the builtin
     ``vars`` lookup reads them), with what follows from them: the read-ahead chosen (the check's, completed by
     this run's sweep), the first run's reading (this run's, once its snapshot was written), the run's error and
     io_probe's measurements; and the role's settings (:func:`gather_settings`) as ``settings``."""
-    steps = dict(zip(STEPS, read(['__aem_tuning_' + name for name in STEPS])))
+    steps = dict(zip(STEPS, read(_step_names())))
     run = steps.pop('run') or {}
     steps.update((key, run.get(key)) for key in RUN_KEYS)
     steps['choice'] = sweep_choice(run.get('choice'), steps.get('sweep'))
@@ -142,20 +152,18 @@ def gather_steps(read):
 
 def gather_settings(read):
     """The role's variables the decisions read, by setting name, from ``read`` (as :func:`gather_steps`)."""
-    names = [SETTINGS[key] for key in sorted(SETTINGS)] + ['aem_tuning_' + name for name in PUBLIC]
-    settings = dict(zip(sorted(SETTINGS) + list(PUBLIC), read(names)))
+    settings = dict(zip(sorted(SETTINGS) + list(PUBLIC), read(_setting_names())))
     settings['play'] = read(['ansible_play_name'], '')[0] or ''
     return settings
 
 
 def gather_record(read):
     """What the result was built from and what was built, for the unit tests of the result from runs on the VM
-    (tests/unit/fixtures/role_steps, scripts/record_role_steps.py): every variable :func:`gather_steps` reads, by
+    (tests/unit/fixtures/role_steps, scripts/record-role-steps.py): every variable :func:`gather_steps` reads, by
     variable name, ``__aem_tuning_verified`` (:func:`verified`'s output) and the controller's ansible-core, as JSON
     (``json``), and the file verify.yml writes it to on the controller (``path``: in ``__aem_tuning_record_dir``,
     named by the host, the run's start and the record's digest)."""
-    names = (['__aem_tuning_' + name for name in STEPS] + [SETTINGS[key] for key in sorted(SETTINGS)]
-             + ['aem_tuning_' + name for name in PUBLIC])
+    names = _step_names() + _setting_names()
     variables = dict(zip(names, read(names)))
     variables['ansible_play_name'] = read(['ansible_play_name'], '')[0] or ''
     record = {'variables': variables, 'verified': read(['__aem_tuning_verified'])[0],
