@@ -35,12 +35,13 @@ record_steps = _load()
 
 
 def as_recorded(tmpdir, skip=()):
-    """Each fixture as the role writes its record (in time order by name), in a directory."""
+    """Each fixture of the controllers scenario as the role writes its record (in time order by name), in a
+    directory."""
     paths = []
     for n, path in enumerate(sorted(glob.glob(os.path.join(FIXTURES, '*.json')))):
         with open(path) as f:
             fixture = json.load(f)
-        if fixture['recorded']['case'] in skip:
+        if fixture['recorded']['case'] in skip or record_steps.scenario_of(fixture) != 'controllers':
             continue
         record = {'variables': fixture['variables'], 'verified': dict(fixture['verified'], facts={}),
                   'controller': fixture['recorded']['controller']}
@@ -55,12 +56,13 @@ def test_every_fixture_is_the_case_it_is_named_for():
     for path in glob.glob(os.path.join(FIXTURES, '*.json')):
         with open(path) as f:
             fixture = json.load(f)
-        assert record_steps.case_of(fixture) == fixture['recorded']['case'] == os.path.basename(path)[:-5]
+        cases = record_steps.SCENARIOS[record_steps.scenario_of(fixture)][1]
+        assert record_steps.case_of(fixture, cases) == fixture['recorded']['case'] == os.path.basename(path)[:-5]
 
 
 def test_the_records_give_the_fixtures_back_without_the_verdicts_facts(tmpdir):
-    out = record_steps.fixtures(as_recorded(tmpdir), WHERE)
-    assert sorted(out) == sorted(c[0] for c in record_steps.CASES)
+    out = record_steps.fixtures(as_recorded(tmpdir), WHERE, record_steps.CONTROLLERS)
+    assert sorted(out) == sorted(c[0] for c in record_steps.CONTROLLERS)
     refused = out['refused']
     assert 'facts' not in refused['verified'] and refused['recorded']['commit'] == 'abc'
     assert refused['recorded']['controller'] == '2.21.5' and refused['recorded']['source'].startswith('aemvm-')
@@ -69,9 +71,9 @@ def test_the_records_give_the_fixtures_back_without_the_verdicts_facts(tmpdir):
 def test_a_run_without_every_case_writes_nothing_and_says_which(tmpdir, capsys, monkeypatch):
     records = tmpdir.mkdir('records')
     as_recorded(records, skip=('lost_at_reboot',))
-    monkeypatch.setattr(record_steps, 'provenance', lambda: WHERE)
+    monkeypatch.setattr(record_steps, 'provenance', lambda scenario: WHERE)
     target = tmpdir.join('fixtures')
-    assert record_steps.main(['record-role-steps.py', str(records), str(target)]) == 1
+    assert record_steps.main(['record-role-steps.py', 'controllers', str(records), str(target)]) == 1
     assert 'lost_at_reboot' in capsys.readouterr().err and not target.check()
 
 
