@@ -4,7 +4,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The role's result from step records recorded on the VM (tests/unit/fixtures/role_steps).
 
-Each fixture is one run of the aem_tuning role in molecule's controllers scenario (the newest controller, full): every
+Each fixture is one run of the aem_tuning role in molecule's controllers scenario (the newest controller, full) or
+in its default scenario (ansible-core 2.16, the oldest; the names core216_*): every
 variable the lookup aemops.os_tuning.aem_tuning read for it (what each step registered, the run's start, the
 settings) and the verdict the role built from them there (scripts/record-role-steps.py says how to record them
 again, and each fixture's ``recorded`` where and when it was). Here the lookup's gathering and the filter
@@ -37,7 +38,9 @@ HERE = os.path.dirname(os.path.realpath(__file__))
 TOP = os.path.join(HERE, os.pardir, os.pardir, os.pardir, os.pardir)
 FIXTURES = os.path.join(TOP, 'tests', 'unit', 'fixtures', 'role_steps')
 CASES = ('refused', 'lost_at_reboot', 'audit_no_pidfd_getfd', 'apply_no_pidfd_getfd_restart', 'apply_reboot_with_aem',
-         'first_apply', 'apply_refresh_and_restart_needed', 'audit_drift', 'audit_compliant')
+         'first_apply', 'apply_refresh_and_restart_needed', 'audit_drift', 'audit_compliant',
+         # molecule default, ansible-core 2.16: its templating of the records, io_probe, a backout
+         'core216_check_mode', 'core216_backout', 'core216_first_apply_probe', 'core216_second_apply')
 FILTERS = filters.FilterModule().filters()
 VERIFIED = FILTERS['verified']
 # Text as JSON gives it back (unicode on Python 2).
@@ -233,3 +236,30 @@ def test_the_play_output_words_the_recorded_results(case, first):
     assert summary[0].startswith('aemvm: debian ') and summary[-1] == '', summary
     targets = steps_of(fixture(case))['targets'] or []
     assert all(any(row.startswith(t) for row in summary) for t in targets), (targets, summary)
+
+
+def test_check_mode_says_what_it_would_change_and_writes_no_report():
+    out = rebuilt('core216_check_mode')
+    r = out['result']
+    assert r['check_mode'] and r['changes'] and r['report'] == '' and r['snapshot_taken'] == ''
+    assert FILTERS['result_brief'](r)[0].endswith('%d change(s) it would make' % len(r['changes']))
+
+
+def test_the_first_apply_measures_small_reads_before_and_after():
+    r = result('core216_first_apply_probe')
+    before, after = r['probe']['before'], r['probe']['after']
+    assert before['read_ahead_kb'] > after['read_ahead_kb'] == r['read_ahead_kb']
+    assert before['read_amplification'] > after['read_amplification']
+    assert r['ebs'] and all(e['after']['reason'].startswith('no EBS statistics') for e in r['ebs'])
+
+
+def test_the_second_apply_changes_nothing_and_keeps_the_first_runs_snapshot():
+    r, first = result('core216_second_apply'), result('core216_first_apply_probe')
+    assert r['changes'] == [] and r['compliant'] and r['snapshot_taken'] == first['snapshot_taken'] != ''
+
+
+def test_a_backout_restores_the_first_runs_values():
+    r = result('core216_backout')
+    assert r['state'] == 'absent' and r['read_ahead_kb'] is None and r['compliant']
+    kinds = [c['kind'] for c in r['changes']]
+    assert 'snapshot' in kinds and [c['action'] for c in r['changes'] if c['kind'] == 'snapshot'] == ['removed']
