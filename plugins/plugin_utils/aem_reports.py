@@ -70,10 +70,11 @@ def dash(value, empty='-'):
 
 
 def get(data, *keys, **kw):
-    """data[k1][k2]... or default (kw), where any level is missing or not a mapping."""
+    """data[k1][k2]... or ``default`` (kw), where any level is missing or not a mapping, or is None (unless
+    ``keep_none``: then a None found is the value, as Jinja's ``| default(d)`` keeps it)."""
     default = kw.get('default')
     for key in keys:
-        if not isinstance(data, dict) or key not in data or data[key] is None:
+        if not isinstance(data, dict) or key not in data or (data[key] is None and not kw.get('keep_none')):
             return default
         data = data[key]
     return data
@@ -733,14 +734,8 @@ SET_BY_UNKNOWN = 'not explained (another udev rule, lvm2, rc.local or by hand)'
 
 
 def at(data, *keys, **kw):
-    """Jinja's ``data.k1.k2 | default(d)``: the value (None included) where each level is a mapping with the key,
-    else the default (kw, None unless given). Unlike :func:`get`, a value of None is kept."""
-    default = kw.get('default')
-    for key in keys:
-        if not isinstance(data, dict) or key not in data:
-            return default
-        data = data[key]
-    return data
+    """Jinja's ``data.k1.k2 | default(d)``: :func:`get` keeping a value of None."""
+    return get(data, *keys, keep_none=True, **kw)
 
 
 def shown(value):
